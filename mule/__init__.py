@@ -1,0 +1,1 @@
+"""mule: an honest agent loop."""

@@ -1,0 +1,65 @@
+"""Pi's content blocks: text, thinking, images and tool calls."""
+
+from __future__ import annotations
+
+from typing import ClassVar, Literal, TypeAlias, final
+
+from attrs import field, frozen
+
+from mule.pi._json import JsonObject, JsonValue  # noqa: F401 (resolves the recursive alias)
+
+
+@final
+@frozen
+class TextContent:
+    """A text block; `text_signature` is opaque provider replay data."""
+
+    text: str
+    text_signature: str | None = None
+    type: ClassVar[Literal["text"]] = "text"
+
+
+@final
+@frozen
+class ThinkingContent:
+    """A reasoning block; when `redacted`, the payload sits in `thinking_signature`."""
+
+    thinking: str
+    thinking_signature: str | None = None
+    redacted: bool | None = None
+    type: ClassVar[Literal["thinking"]] = "thinking"
+
+
+@final
+@frozen
+class ImageContent:
+    """A base64-encoded image."""
+
+    data: str
+    mime_type: str
+    type: ClassVar[Literal["image"]] = "image"
+
+
+@final
+@frozen
+class ToolCall:
+    """A tool call requested by the model; `arguments` is always a JSON object."""
+
+    id: str
+    name: str
+    arguments: JsonObject = field(factory=dict)
+    thought_signature: str | None = None
+    type: ClassVar[Literal["toolCall"]] = "toolCall"
+
+
+UserContent: TypeAlias = TextContent | ImageContent
+AssistantContent: TypeAlias = TextContent | ThinkingContent | ToolCall
+
+__all__ = [
+    "AssistantContent",
+    "ImageContent",
+    "TextContent",
+    "ThinkingContent",
+    "ToolCall",
+    "UserContent",
+]

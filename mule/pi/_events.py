@@ -1,0 +1,217 @@
+"""Pi's assistant-message stream events, with snapshots that cost O(blocks) to take."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Literal, Protocol, TypeAlias, final
+
+from attrs import field, fields, frozen
+
+from mule.pi._content import ToolCall
+from mule.pi._messages import AssistantMessage
+
+
+class PartialSource(Protocol):
+    """Something that yields the response-so-far when asked (a lazy snapshot)."""
+
+    def materialize(self) -> AssistantMessage:
+        """Return the partial message this snapshot stands for."""
+        ...
+
+
+def _resolve(source: AssistantMessage | PartialSource) -> AssistantMessage:
+    return source if type(source) is AssistantMessage else source.materialize()
+
+
+class _PartialEvent:
+    """Shared behaviour of events whose `partial` may be a lazy snapshot.
+
+    Pi's `partial` is a live mutable object; mule's is an immutable snapshot, materialised only
+    when read, so streaming n deltas costs O(n) and not O(n²) when nobody reads the partials.
+    """
+
+    __slots__ = ()
+    _partial: AssistantMessage | PartialSource
+
+    @property
+    def partial(self) -> AssistantMessage:
+        """The response so far, as of this event."""
+        return _resolve(self._partial)
+
+    def _key(self) -> tuple[Any, ...]:
+        return tuple(
+            self.partial if a.name == "_partial" else getattr(self, a.name)
+            for a in fields(type(self))  # type: ignore[arg-type]
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self._key() == other._key()
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        inner = ", ".join(
+            f"{a.name.lstrip('_')}={v!r}"
+            for a, v in zip(fields(type(self)), self._key(), strict=True)  # type: ignore[arg-type]
+        )
+        return f"{type(self).__name__}({inner})"
+
+
+@final
+@frozen(kw_only=True, eq=False, repr=False)
+class StartEvent(_PartialEvent):
+    """The response has started."""
+
+    _partial: AssistantMessage | PartialSource = field(alias="partial")
+    type: ClassVar[Literal["start"]] = "start"
+
+
+@final
+@frozen(kw_only=True, eq=False, repr=False)
+class TextStartEvent(_PartialEvent):
+    """A text block opened at `content_index`."""
+
+    content_index: int
+    _partial: AssistantMessage | PartialSource = field(alias="partial")
+    type: ClassVar[Literal["text_start"]] = "text_start"
+
+
+@final
+@frozen(kw_only=True, eq=False, repr=False)
+class TextDeltaEvent(_PartialEvent):
+    """Text was appended to the block at `content_index`."""
+
+    content_index: int
+    delta: str
+    _partial: AssistantMessage | PartialSource = field(alias="partial")
+    type: ClassVar[Literal["text_delta"]] = "text_delta"
+
+
+@final
+@frozen(kw_only=True, eq=False, repr=False)
+class TextEndEvent(_PartialEvent):
+    """The text block at `content_index` is complete; `content` is its full text."""
+
+    content_index: int
+    content: str
+    _partial: AssistantMessage | PartialSource = field(alias="partial")
+    type: ClassVar[Literal["text_end"]] = "text_end"
+
+
+@final
+@frozen(kw_only=True, eq=False, repr=False)
+class ThinkingStartEvent(_PartialEvent):
+    """A thinking block opened at `content_index`."""
+
+    content_index: int
+    _partial: AssistantMessage | PartialSource = field(alias="partial")
+    type: ClassVar[Literal["thinking_start"]] = "thinking_start"
+
+
+@final
+@frozen(kw_only=True, eq=False, repr=False)
+class ThinkingDeltaEvent(_PartialEvent):
+    """Reasoning text was appended to the block at `content_index`."""
+
+    content_index: int
+    delta: str
+    _partial: AssistantMessage | PartialSource = field(alias="partial")
+    type: ClassVar[Literal["thinking_delta"]] = "thinking_delta"
+
+
+@final
+@frozen(kw_only=True, eq=False, repr=False)
+class ThinkingEndEvent(_PartialEvent):
+    """The thinking block at `content_index` is complete; `content` is its full text."""
+
+    content_index: int
+    content: str
+    _partial: AssistantMessage | PartialSource = field(alias="partial")
+    type: ClassVar[Literal["thinking_end"]] = "thinking_end"
+
+
+@final
+@frozen(kw_only=True, eq=False, repr=False)
+class ToolCallStartEvent(_PartialEvent):
+    """A tool-call block opened at `content_index`."""
+
+    content_index: int
+    _partial: AssistantMessage | PartialSource = field(alias="partial")
+    type: ClassVar[Literal["toolcall_start"]] = "toolcall_start"
+
+
+@final
+@frozen(kw_only=True, eq=False, repr=False)
+class ToolCallDeltaEvent(_PartialEvent):
+    """A raw JSON fragment of the arguments of the tool call at `content_index`."""
+
+    content_index: int
+    delta: str
+    _partial: AssistantMessage | PartialSource = field(alias="partial")
+    type: ClassVar[Literal["toolcall_delta"]] = "toolcall_delta"
+
+
+@final
+@frozen(kw_only=True, eq=False, repr=False)
+class ToolCallEndEvent(_PartialEvent):
+    """The tool call at `content_index` is complete."""
+
+    content_index: int
+    tool_call: ToolCall
+    _partial: AssistantMessage | PartialSource = field(alias="partial")
+    type: ClassVar[Literal["toolcall_end"]] = "toolcall_end"
+
+
+@final
+@frozen(kw_only=True)
+class DoneEvent:
+    """The response succeeded; `message` is authoritative."""
+
+    reason: Literal["stop", "length", "toolUse"]
+    message: AssistantMessage
+    type: ClassVar[Literal["done"]] = "done"
+
+
+@final
+@frozen(kw_only=True)
+class ErrorEvent:
+    """The response failed; `error` carries the stop reason and `error_message`."""
+
+    reason: Literal["error", "aborted"]
+    error: AssistantMessage
+    type: ClassVar[Literal["error"]] = "error"
+
+
+BlockEvent: TypeAlias = (
+    TextStartEvent
+    | TextDeltaEvent
+    | TextEndEvent
+    | ThinkingStartEvent
+    | ThinkingDeltaEvent
+    | ThinkingEndEvent
+    | ToolCallStartEvent
+    | ToolCallDeltaEvent
+    | ToolCallEndEvent
+)
+AssistantMessageEvent: TypeAlias = StartEvent | BlockEvent | DoneEvent | ErrorEvent
+TerminalEvent: TypeAlias = DoneEvent | ErrorEvent
+
+__all__ = [
+    "AssistantMessageEvent",
+    "BlockEvent",
+    "DoneEvent",
+    "ErrorEvent",
+    "PartialSource",
+    "StartEvent",
+    "TerminalEvent",
+    "TextDeltaEvent",
+    "TextEndEvent",
+    "TextStartEvent",
+    "ThinkingDeltaEvent",
+    "ThinkingEndEvent",
+    "ThinkingStartEvent",
+    "ToolCallDeltaEvent",
+    "ToolCallEndEvent",
+    "ToolCallStartEvent",
+]

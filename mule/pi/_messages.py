@@ -1,0 +1,136 @@
+"""Pi's messages, usage and stop reasons."""
+
+from __future__ import annotations
+
+from typing import ClassVar, Literal, TypeAlias, final
+
+from attrs import field, frozen
+
+from mule.pi._content import AssistantContent, TextContent, UserContent
+from mule.pi._json import JsonObject, JsonValue
+
+StopReason: TypeAlias = Literal["stop", "length", "toolUse", "error", "aborted"]
+SUCCESS_STOP_REASONS: frozenset[str] = frozenset({"stop", "length", "toolUse"})
+FAILURE_STOP_REASONS: frozenset[str] = frozenset({"error", "aborted"})
+
+
+@final
+@frozen
+class UsageCost:
+    """Cost in USD of one response, per token class."""
+
+    input: float = 0.0
+    output: float = 0.0
+    cache_read: float = 0.0
+    cache_write: float = 0.0
+    total: float = 0.0
+
+
+@final
+@frozen
+class Usage:
+    """Token counts reported by the provider, with their cost."""
+
+    input: int = 0
+    output: int = 0
+    cache_read: int = 0
+    cache_write: int = 0
+    total_tokens: int = 0
+    cost: UsageCost = field(factory=UsageCost)
+
+
+ZERO_USAGE = Usage()
+
+
+@final
+@frozen
+class DiagnosticError:
+    """The error part of a diagnostic: a thrown value, formatted."""
+
+    message: str
+    name: str | None = None
+    stack: str | None = None
+    code: str | int | None = None
+
+
+@final
+@frozen
+class Diagnostic:
+    """A provider diagnostic attached to an assistant message."""
+
+    type: str
+    timestamp: int
+    error: DiagnosticError | None = None
+    details: JsonObject | None = None
+
+
+@final
+@frozen
+class UserMessage:
+    """A user message; content is a string or a list of text and image blocks."""
+
+    content: str | tuple[UserContent, ...]
+    timestamp: int
+    role: ClassVar[Literal["user"]] = "user"
+
+
+@final
+@frozen
+class AssistantMessage:
+    """A model response, complete or failed (then `error_message` says why)."""
+
+    content: tuple[AssistantContent, ...]
+    api: str
+    provider: str
+    model: str
+    usage: Usage
+    stop_reason: StopReason
+    timestamp: int
+    response_model: str | None = None
+    response_id: str | None = None
+    diagnostics: tuple[Diagnostic, ...] | None = None
+    error_message: str | None = None
+    role: ClassVar[Literal["assistant"]] = "assistant"
+
+
+@final
+@frozen
+class ToolResultMessage:
+    """The correlated result of one tool call, as the model will see it."""
+
+    tool_call_id: str
+    tool_name: str
+    content: tuple[UserContent, ...]
+    is_error: bool
+    timestamp: int
+    details: JsonValue = None
+    usage: Usage | None = None
+    role: ClassVar[Literal["toolResult"]] = "toolResult"
+
+
+Message: TypeAlias = UserMessage | AssistantMessage | ToolResultMessage
+
+
+def text_of(message: AssistantMessage | ToolResultMessage | UserMessage) -> str:
+    """Return the concatenated text blocks of a message."""
+    content = message.content
+    if isinstance(content, str):
+        return content
+    return "".join(b.text for b in content if isinstance(b, TextContent))
+
+
+__all__ = [
+    "FAILURE_STOP_REASONS",
+    "SUCCESS_STOP_REASONS",
+    "ZERO_USAGE",
+    "AssistantMessage",
+    "Diagnostic",
+    "DiagnosticError",
+    "Message",
+    "StopReason",
+    "ToolResultMessage",
+    "Usage",
+    "UsageCost",
+    "UserMessage",
+    "text_of",
+]

@@ -1,0 +1,236 @@
+"""The response-so-far of a streaming assistant message, with O(blocks) immutable snapshots.
+
+Providers and scripted streams append deltas to a `PartialBuilder`; every event carries a
+snapshot that records only how many fragments each block had. Text is joined, and tool-call
+arguments parsed, only when somebody reads a snapshot's `partial`.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from attrs import evolve
+
+from mule.pi._content import AssistantContent, TextContent, ThinkingContent, ToolCall
+from mule.pi._json import JsonObject
+from mule.pi._messages import ZERO_USAGE, AssistantMessage, StopReason, Usage
+from mule.pi._partial_json import parse_streaming_json
+
+BlockKind = Literal["text", "thinking", "toolCall"]
+
+
+class _Fragments:
+    """Append-only fragments of one block's text, with the last join cached."""
+
+    __slots__ = ("_joined", "_joined_n", "_parsed", "_parsed_n", "parts")
+
+    def __init__(self, first: str = "") -> None:
+        self.parts: list[str] = [first] if first else []
+        self._joined = first
+        self._joined_n = len(self.parts)
+        self._parsed: JsonObject | None = None
+        self._parsed_n = -1
+
+    def upto(self, n: int) -> str:
+        if n == self._joined_n:
+            return self._joined
+        if n > self._joined_n:
+            text = self._joined + "".join(self.parts[self._joined_n : n])
+            self._joined, self._joined_n = text, n
+            return text
+        return "".join(self.parts[:n])
+
+    def arguments_upto(self, n: int) -> JsonObject:
+        if n != self._parsed_n or self._parsed is None:
+            self._parsed, self._parsed_n = parse_streaming_json(self.upto(n)), n
+        return self._parsed
+
+
+# One block as a snapshot saw it: kind, fragments, fragment count, and immutable metadata.
+_Entry = tuple[BlockKind, _Fragments, int, tuple[object, ...]]
+
+
+class PartialSnapshot:
+    """An immutable view of the response at one event; materialised at most once."""
+
+    __slots__ = ("_entries", "_head", "_message")
+
+    def __init__(self, head: AssistantMessage, entries: tuple[_Entry, ...]) -> None:
+        self._head = head
+        self._entries = entries
+        self._message: AssistantMessage | None = None
+
+    def materialize(self) -> AssistantMessage:
+        """Return the partial assistant message this snapshot stands for."""
+        if self._message is None:
+            self._message = evolve(self._head, content=tuple(map(_block, self._entries)))
+        return self._message
+
+
+def _block(entry: _Entry) -> AssistantContent:
+    kind, frags, n, meta = entry
+    if kind == "text":
+        return TextContent(frags.upto(n), *meta)  # type: ignore[arg-type]
+    if kind == "thinking":
+        return ThinkingContent(frags.upto(n), *meta)  # type: ignore[arg-type]
+    call_id, name, thought_signature, final_args = meta
+    args = final_args if final_args is not None else frags.arguments_upto(n)
+    return ToolCall(call_id, name, args, thought_signature)  # type: ignore[arg-type]
+
+
+class PartialBuilder:
+    """Accumulates one streaming assistant message for a provider or a scripted stream."""
+
+    __slots__ = ("_frags", "_head", "_kinds", "_meta")
+
+    def __init__(
+        self,
+        *,
+        api: str,
+        provider: str,
+        model: str,
+        timestamp: int,
+        usage: Usage = ZERO_USAGE,
+    ) -> None:
+        self._head = AssistantMessage(
+            content=(),
+            api=api,
+            provider=provider,
+            model=model,
+            usage=usage,
+            stop_reason="stop",
+            timestamp=timestamp,
+        )
+        self._kinds: list[BlockKind] = []
+        self._frags: list[_Fragments] = []
+        self._meta: list[tuple[object, ...]] = []
+
+    # -- message-level fields -------------------------------------------------------------
+    @property
+    def head(self) -> AssistantMessage:
+        """The message-level fields so far (content empty)."""
+        return self._head
+
+    def set_usage(self, usage: Usage) -> None:
+        """Record the usage reported so far."""
+        self._head = evolve(self._head, usage=usage)
+
+    def set_response(
+        self, *, response_id: str | None = None, response_model: str | None = None
+    ) -> None:
+        """Record the provider's response id and, when it differs, the served model."""
+        head = self._head
+        if response_id is not None:
+            head = evolve(head, response_id=response_id)
+        if response_model is not None and response_model != head.model:
+            head = evolve(head, response_model=response_model)
+        self._head = head
+
+    # -- blocks ---------------------------------------------------------------------------
+    def __len__(self) -> int:
+        return len(self._kinds)
+
+    def kind(self, index: int) -> BlockKind:
+        """Return the kind of the block at `index`."""
+        return self._kinds[index]
+
+    def _open(self, kind: BlockKind, meta: tuple[object, ...], text: str = "") -> int:
+        self._kinds.append(kind)
+        self._frags.append(_Fragments(text))
+        self._meta.append(meta)
+        return len(self._kinds) - 1
+
+    def open_text(self, text: str = "", signature: str | None = None) -> int:
+        """Open a text block and return its content index."""
+        return self._open("text", (signature,), text)
+
+    def open_thinking(
+        self, text: str = "", signature: str | None = None, redacted: bool | None = None
+    ) -> int:
+        """Open a thinking block and return its content index."""
+        return self._open("thinking", (signature, redacted), text)
+
+    def open_tool_call(self, call_id: str, name: str, thought_signature: str | None = None) -> int:
+        """Open a tool-call block and return its content index."""
+        return self._open("toolCall", (call_id, name, thought_signature, None))
+
+    def append(self, index: int, delta: str) -> None:
+        """Append a text, thinking or raw-argument fragment to a block."""
+        self._frags[index].parts.append(delta)
+
+    def text(self, index: int) -> str:
+        """Return the full text (or raw argument JSON) of a block so far."""
+        frags = self._frags[index]
+        return frags.upto(len(frags.parts))
+
+    def replace_text(self, index: int, text: str) -> None:
+        """Replace a block's text wholesale (earlier snapshots keep what they saw)."""
+        self._frags[index] = _Fragments(text)
+
+    def set_signature(self, index: int, signature: str | None) -> None:
+        """Set a text or thinking block's signature."""
+        meta = self._meta[index]
+        self._meta[index] = (signature, *meta[1:])
+
+    def set_redacted(self, index: int, redacted: bool) -> None:
+        """Mark a thinking block redacted."""
+        signature, _ = self._meta[index]
+        self._meta[index] = (signature, redacted)
+
+    def set_tool_call(
+        self,
+        index: int,
+        *,
+        call_id: str | None = None,
+        name: str | None = None,
+        thought_signature: str | None = None,
+    ) -> None:
+        """Fill in a tool call's id, name or thought signature as they arrive."""
+        old_id, old_name, old_sig, final = self._meta[index]
+        self._meta[index] = (
+            old_id if call_id is None else call_id,
+            old_name if name is None else name,
+            old_sig if thought_signature is None else thought_signature,
+            final,
+        )
+
+    def close_tool_call(self, index: int, arguments: JsonObject | None = None) -> ToolCall:
+        """Fix a tool call's final arguments (parsed from its fragments unless given)."""
+        call_id, name, sig, _ = self._meta[index]
+        args = parse_streaming_json(self.text(index)) if arguments is None else arguments
+        self._meta[index] = (call_id, name, sig, args)
+        return ToolCall(call_id, name, args, sig)  # type: ignore[arg-type]
+
+    def block(self, index: int) -> AssistantContent:
+        """Return one block as it stands now."""
+        frags = self._frags[index]
+        return _block((self._kinds[index], frags, len(frags.parts), self._meta[index]))
+
+    def snapshot(self) -> PartialSnapshot:
+        """Take an immutable snapshot of the response so far, in O(blocks)."""
+        frags = self._frags
+        return PartialSnapshot(
+            self._head,
+            tuple(
+                (kind, frags[i], len(frags[i].parts), self._meta[i])
+                for i, kind in enumerate(self._kinds)
+            ),
+        )
+
+    def message(
+        self,
+        stop_reason: StopReason,
+        *,
+        error_message: str | None = None,
+        timestamp: int | None = None,
+    ) -> AssistantMessage:
+        """Materialise the message with its final stop reason."""
+        msg = evolve(self.snapshot().materialize(), stop_reason=stop_reason)
+        if error_message is not None:
+            msg = evolve(msg, error_message=error_message)
+        if timestamp is not None:
+            msg = evolve(msg, timestamp=timestamp)
+        return msg
+
+
+__all__ = ["PartialBuilder", "PartialSnapshot"]
