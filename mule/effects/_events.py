@@ -1,0 +1,218 @@
+"""The run's lifecycle events, emitted around Pi's values (which are never rewritten)."""
+
+from __future__ import annotations
+
+from typing import ClassVar, Literal, TypeAlias, final
+
+from attrs import field, frozen
+
+from mule.effects._identity import MuleIdentity
+from mule.effects._tools import MuleToolResult, Replay
+from mule.pi._content import ToolCall
+from mule.pi._events import AssistantMessageEvent, PartialSource
+from mule.pi._messages import AssistantMessage, Message, ToolResultMessage
+
+RunStatus: TypeAlias = Literal["completed", "cancelled", "failed"]
+
+
+@final
+@frozen(kw_only=True)
+class RunStart:
+    """The run started (Pi's `agent_start`)."""
+
+    run: MuleIdentity
+    type: ClassVar[Literal["run_start"]] = "run_start"
+
+
+@final
+@frozen(kw_only=True)
+class ModelPrompt:
+    """The exact prompt of one model attempt (1-based), sent right after this event."""
+
+    run: MuleIdentity
+    turn: MuleIdentity
+    attempt: int
+    system_prompt: str
+    type: ClassVar[Literal["model_prompt"]] = "model_prompt"
+
+
+@final
+@frozen(kw_only=True)
+class TurnStart:
+    """A turn started."""
+
+    run: MuleIdentity
+    turn: MuleIdentity
+    type: ClassVar[Literal["turn_start"]] = "turn_start"
+
+
+@final
+@frozen(kw_only=True)
+class MessageStart:
+    """A message started: injected, an assistant attempt, or a tool result."""
+
+    run: MuleIdentity
+    turn: MuleIdentity
+    message: MuleIdentity
+    value: Message
+    type: ClassVar[Literal["message_start"]] = "message_start"
+
+
+@final
+@frozen(kw_only=True, eq=False)
+class MessageUpdate:
+    """An assistant attempt streamed `event`; `value` is the response so far (a snapshot)."""
+
+    run: MuleIdentity
+    turn: MuleIdentity
+    message: MuleIdentity
+    _value: AssistantMessage | PartialSource = field(alias="value", repr=False)
+    event: AssistantMessageEvent
+    type: ClassVar[Literal["message_update"]] = "message_update"
+
+    @property
+    def value(self) -> AssistantMessage:
+        """The response so far, materialised on first read."""
+        v = self._value
+        return v if type(v) is AssistantMessage else v.materialize()
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not MessageUpdate:
+            return NotImplemented
+        return (self.run, self.turn, self.message, self.event, self.value) == (
+            other.run,
+            other.turn,
+            other.message,
+            other.event,
+            other.value,
+        )
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return (
+            f"MessageUpdate(run={self.run!r}, turn={self.turn!r}, message={self.message!r}, "
+            f"event={self.event!r})"
+        )
+
+
+@final
+@frozen(kw_only=True)
+class MessageEnd:
+    """A message ended; for an assistant attempt, `value` is the final message."""
+
+    run: MuleIdentity
+    turn: MuleIdentity
+    message: MuleIdentity
+    value: Message
+    type: ClassVar[Literal["message_end"]] = "message_end"
+
+
+@final
+@frozen(kw_only=True)
+class ToolExecutionStart:
+    """A tool call starts (before lookup, schema gate and prepare); `replay` is its safety."""
+
+    run: MuleIdentity
+    turn: MuleIdentity
+    tool_call: MuleIdentity
+    call: ToolCall
+    replay: Replay
+    type: ClassVar[Literal["tool_execution_start"]] = "tool_execution_start"
+
+
+@final
+@frozen(kw_only=True)
+class ToolExecutionUpdate:
+    """A tool reported progress."""
+
+    run: MuleIdentity
+    turn: MuleIdentity
+    tool_call: MuleIdentity
+    call: ToolCall
+    result: MuleToolResult
+    type: ClassVar[Literal["tool_execution_update"]] = "tool_execution_update"
+
+
+@final
+@frozen(kw_only=True)
+class ToolExecutionEnd:
+    """A tool call finished with its final result (an error result included)."""
+
+    run: MuleIdentity
+    turn: MuleIdentity
+    tool_call: MuleIdentity
+    call: ToolCall
+    result: MuleToolResult
+    type: ClassVar[Literal["tool_execution_end"]] = "tool_execution_end"
+
+
+@final
+@frozen(kw_only=True)
+class TurnEnd:
+    """A turn ended with its assistant message and tool results (source order)."""
+
+    run: MuleIdentity
+    turn: MuleIdentity
+    message: AssistantMessage
+    tool_results: tuple[ToolResultMessage, ...]
+    type: ClassVar[Literal["turn_end"]] = "turn_end"
+
+
+@final
+@frozen(kw_only=True)
+class RunEnd:
+    """The run's one terminal event."""
+
+    run: MuleIdentity
+    terminal: MuleIdentity
+    outcome: RunStatus
+    type: ClassVar[Literal["run_end"]] = "run_end"
+
+
+MuleEvent: TypeAlias = (
+    RunStart
+    | ModelPrompt
+    | TurnStart
+    | MessageStart
+    | MessageUpdate
+    | MessageEnd
+    | ToolExecutionStart
+    | ToolExecutionUpdate
+    | ToolExecutionEnd
+    | TurnEnd
+    | RunEnd
+)
+EVENT_TYPES: dict[str, type[MuleEvent]] = {
+    c.type: c
+    for c in (
+        RunStart,
+        ModelPrompt,
+        TurnStart,
+        MessageStart,
+        MessageUpdate,
+        MessageEnd,
+        ToolExecutionStart,
+        ToolExecutionUpdate,
+        ToolExecutionEnd,
+        TurnEnd,
+        RunEnd,
+    )
+}
+
+__all__ = [
+    "EVENT_TYPES",
+    "MessageEnd",
+    "MessageStart",
+    "MessageUpdate",
+    "ModelPrompt",
+    "MuleEvent",
+    "RunEnd",
+    "RunStart",
+    "RunStatus",
+    "ToolExecutionEnd",
+    "ToolExecutionStart",
+    "ToolExecutionUpdate",
+    "TurnEnd",
+    "TurnStart",
+]

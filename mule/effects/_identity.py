@@ -1,0 +1,24 @@
+"""Run-local causal identities: every event names the run, turn, message or call it belongs to."""
+
+from __future__ import annotations
+
+from typing import Literal, TypeAlias, final
+
+from attrs import frozen
+
+MuleIdentityKind: TypeAlias = Literal[
+    "run", "turn", "message", "tool_call", "tool_result", "terminal"
+]
+
+
+@final
+@frozen
+class MuleIdentity:
+    """One run-local causal identity; `parent` is the identity it was caused by."""
+
+    kind: MuleIdentityKind
+    value: str
+    parent: MuleIdentity | None = None
+
+
+__all__ = ["MuleIdentity", "MuleIdentityKind"]
