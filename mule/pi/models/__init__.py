@@ -1,0 +1,72 @@
+"""Model registry: pi-ai's built-in catalogue and Pi's `models.json` custom providers.
+
+>>> get_model("anthropic", "claude-sonnet-4-5").api
+'anthropic-messages'
+>>> "google" in get_providers()
+True
+"""
+
+from __future__ import annotations
+
+from mule.pi._model import Model
+from mule.pi.models._catalogue import builtin_models, catalogue_source
+from mule.pi.models._custom import (
+    DEFAULT_CONTEXT_WINDOW,
+    DEFAULT_MAX_TOKENS,
+    CustomConfig,
+    ModelsJsonError,
+    ProviderRequestConfig,
+    default_agent_dir,
+    default_models_json_path,
+    parse_models_config,
+    resolve_config_value,
+)
+from mule.pi.models._registry import (
+    Registry,
+    RequestAuth,
+    clamp_thinking_level,
+    get_supported_thinking_levels,
+    load_models_json,
+    models_are_equal,
+)
+
+
+def get_model(provider: str, model_id: str) -> Model | None:
+    """Return a built-in model by provider and id, or None."""
+    for model in builtin_models().get(provider, ()):
+        if model.id == model_id:
+            return model
+    return None
+
+
+def get_models(provider: str) -> tuple[Model, ...]:
+    """Return a provider's built-in models, in pi-ai's order (empty if unknown)."""
+    return builtin_models().get(provider, ())
+
+
+def get_providers() -> tuple[str, ...]:
+    """Return the providers of the built-in catalogue."""
+    return tuple(builtin_models())
+
+
+__all__ = [
+    "DEFAULT_CONTEXT_WINDOW",
+    "DEFAULT_MAX_TOKENS",
+    "CustomConfig",
+    "ModelsJsonError",
+    "ProviderRequestConfig",
+    "Registry",
+    "RequestAuth",
+    "catalogue_source",
+    "clamp_thinking_level",
+    "default_agent_dir",
+    "default_models_json_path",
+    "get_model",
+    "get_models",
+    "get_providers",
+    "get_supported_thinking_levels",
+    "load_models_json",
+    "models_are_equal",
+    "parse_models_config",
+    "resolve_config_value",
+]
