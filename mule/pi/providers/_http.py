@@ -1,0 +1,448 @@
+"""HTTP plumbing shared by the model providers: one POST with SDK-style retries, then SSE events.
+
+Every network await runs inside its own cancel scope that the attempt's `AbortSignal` cancels,
+so an abort ends the call at once; no scope is held across a `yield`. Providers write a pull-mode
+async generator of events; `provider_stream` turns any failure it raises into Pi's terminal
+`error` event (stopReason "aborted" iff the signal fired) and always closes the response.
+
+Status errors read like the OpenAI/Anthropic SDKs' (`"429 Rate limit reached"`), and the error
+message carries a `Diagnostic(type="http_error", details={"status", "retryAfterMs"?})` so the
+loop's `retry_after_ms` setting can honour the server's wait (`_simple.retry_after_ms`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import email.utils
+import inspect
+import json
+import random
+import ssl
+import time
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from typing import Any, Literal, final
+
+import anyio
+import httpx
+from attrs import evolve
+from httpx_sse import EventSource, ServerSentEvent
+
+from mule._abort import AbortSignal
+from mule.pi._context import ProviderResponse, StreamOptions
+from mule.pi._events import AssistantMessageEvent, ErrorEvent
+from mule.pi._json import JsonObject, JsonValue
+from mule.pi._messages import Diagnostic
+from mule.pi._model import Model
+from mule.pi._partial import PartialBuilder
+from mule.pi._stream import AssistantMessageEventStream
+from mule.pi.providers._simple import http_error_diagnostic
+
+ABORTED_MESSAGE = "Request was aborted"
+DEFAULT_MAX_RETRIES = 2  # the OpenAI and Anthropic SDKs' default, which Pi inherits
+DEFAULT_MAX_RETRY_DELAY_MS = 60_000
+DEFAULT_TIMEOUT_MS = 600_000  # the SDKs' default request timeout
+
+
+class ProviderError(Exception):
+    """A failure after the stream was returned; its text becomes the error message."""
+
+    def __init__(self, message: str, diagnostics: tuple[Diagnostic, ...] = ()) -> None:
+        super().__init__(message)
+        self.message = message
+        self.diagnostics = diagnostics
+
+
+@final
+class StreamAborted(Exception):
+    """The attempt's signal fired while the provider was waiting."""
+
+    def __init__(self) -> None:
+        super().__init__(ABORTED_MESSAGE)
+
+
+def now_ms() -> int:
+    """Return the wall clock in epoch milliseconds (Pi's `Date.now()`)."""
+    return int(time.time() * 1000)
+
+
+# -- status errors and Retry-After -----------------------------------------------------------
+
+
+def status_error_message(status: int, body: str) -> str:
+    """Format an HTTP error like the Stainless SDKs: `"<status> <error.message>"`.
+
+    >>> status_error_message(429, '{"error": {"message": "Slow down", "type": "rate"}}')
+    '429 Slow down'
+    >>> status_error_message(502, "Bad gateway")
+    '502 Bad gateway'
+    """
+    parsed: Any = None
+    with contextlib.suppress(ValueError):
+        parsed = json.loads(body) if body else None
+    msg: str | None
+    if parsed is not None:
+        error = parsed.get("error") if isinstance(parsed, dict) else None
+        if isinstance(error, dict) and error.get("message"):
+            m = error["message"]
+            msg = m if isinstance(m, str) else json.dumps(m)
+        elif error:
+            msg = json.dumps(error)
+        elif isinstance(parsed, dict) and isinstance(parsed.get("message"), str):
+            msg = parsed["message"]  # some gateways answer {"message": ...} without "error"
+        else:
+            msg = None
+    else:
+        msg = body or None
+    return f"{status} {msg}" if msg else f"{status} status code (no body)"
+
+
+def parse_retry_after(headers: Mapping[str, str], now: float | None = None) -> float | None:
+    """Return the server's requested wait in ms from retry-after-ms or Retry-After, else None.
+
+    >>> parse_retry_after({"retry-after": "2"})
+    2000.0
+    >>> parse_retry_after({"retry-after-ms": "150", "retry-after": "9"})
+    150.0
+    """
+    lowered = {k.lower(): v for k, v in headers.items()}
+    raw_ms = lowered.get("retry-after-ms")
+    if raw_ms:
+        with contextlib.suppress(ValueError):
+            value = float(raw_ms)
+            if value == value:  # NaN is no answer
+                return max(0.0, value)
+    raw = lowered.get("retry-after")
+    if not raw:
+        return None
+    try:
+        return max(0.0, float(raw) * 1000)
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(raw)
+    except (TypeError, ValueError):
+        return None
+    current = time.time() if now is None else now
+    return max(0.0, when.timestamp() * 1000 - current * 1000)
+
+
+def _should_retry(response: httpx.Response) -> bool:
+    hint = response.headers.get("x-should-retry")
+    if hint == "true":
+        return True
+    if hint == "false":
+        return False
+    return response.status_code in (408, 409, 429) or response.status_code >= 500
+
+
+def _backoff_ms(retry_index: int) -> float:
+    # The SDKs' schedule: 0.5 s doubling up to 8 s, minus up to 25 % jitter.
+    base = min(0.5 * 2.0**retry_index, 8.0)
+    return base * (1 - random.random() * 0.25) * 1000
+
+
+# -- abortable awaits ------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def abortable(signal: AbortSignal | None) -> Iterator[anyio.CancelScope]:
+    """Run the body in a cancel scope that the signal cancels; raise `StreamAborted` if it did."""
+    if signal is None:
+        with anyio.CancelScope() as scope:
+            yield scope
+        return
+    with anyio.CancelScope() as scope:
+        if signal.aborted:
+            scope.cancel()
+        # Timeout signals abort lazily (at their deadline, when observed): mirror the deadline.
+        deadline = signal._deadline
+        if deadline is not None:
+            scope.deadline = anyio.current_time() + max(0.0, deadline - time.monotonic())
+
+        def cancel(_: AbortSignal) -> None:
+            scope.cancel()
+
+        signal.add_listener(cancel)
+        try:
+            yield scope
+        finally:
+            signal.remove_listener(cancel)
+    if scope.cancelled_caught or signal.aborted:
+        raise StreamAborted
+
+
+# -- hooks -----------------------------------------------------------------------------------
+
+
+async def apply_payload_hook(options: StreamOptions, payload: JsonValue, model: Model) -> JsonValue:
+    """Let `options.on_payload` inspect or replace the request body (sync or async)."""
+    hook = options.on_payload
+    if hook is None:
+        return payload
+    result = hook(payload, model)
+    if inspect.isawaitable(result):
+        result = await result
+    return payload if result is None else result
+
+
+async def notify_response(options: StreamOptions, response: ProviderResponse, model: Model) -> None:
+    """Call `options.on_response` with the status and headers (sync or async)."""
+    hook = options.on_response
+    if hook is None:
+        return
+    result = hook(response, model)
+    if inspect.isawaitable(result):
+        await result
+
+
+def merge_headers(*layers: Mapping[str, str] | None) -> dict[str, str]:
+    """Merge header layers left to right; later layers override (case-insensitively)."""
+    merged: dict[str, str] = {}
+    for layer in layers:
+        for name, value in (layer or {}).items():
+            for old in [k for k in merged if k.lower() == name.lower()]:
+                del merged[old]
+            merged[name] = value
+    return merged
+
+
+# -- the connection --------------------------------------------------------------------------
+
+_ssl_context: ssl.SSLContext | None = None
+
+
+def _shared_ssl_context() -> ssl.SSLContext:
+    # Building an SSL context costs milliseconds; clients are per call, the context is shared.
+    global _ssl_context
+    if _ssl_context is None:
+        _ssl_context = ssl.create_default_context()
+    return _ssl_context
+
+
+@final
+class SseConnection:
+    """One provider call: POST a JSON body (with retries), then read its SSE events."""
+
+    def __init__(self, model: Model, options: StreamOptions) -> None:
+        self._model = model
+        self._options = options
+        self._signal = options.signal
+        self._client: httpx.AsyncClient | None = None
+        self._response: httpx.Response | None = None
+        self._events: AsyncIterator[ServerSentEvent] | None = None
+
+    @property
+    def response(self) -> httpx.Response | None:
+        """The open response, once `open` succeeded."""
+        return self._response
+
+    async def open(self, url: str, headers: Mapping[str, str], body: JsonValue) -> ProviderResponse:
+        """Send the request, retrying like the SDKs; return the 2xx status and headers.
+
+        Raises `ProviderError` for HTTP/connection failures and `StreamAborted` on abort.
+        """
+        opts = self._options
+        max_retries = DEFAULT_MAX_RETRIES if opts.max_retries is None else opts.max_retries
+        cap = (
+            DEFAULT_MAX_RETRY_DELAY_MS
+            if opts.max_retry_delay_ms is None
+            else opts.max_retry_delay_ms
+        )
+        timeout_s = (opts.timeout_ms if opts.timeout_ms is not None else DEFAULT_TIMEOUT_MS) / 1000
+        self._client = httpx.AsyncClient(timeout=None, verify=_shared_ssl_context())
+        content = json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
+        request_headers = merge_headers({"content-type": "application/json"}, headers)
+        attempt = 0
+        while True:
+            failure: ProviderError
+            requested: float | None = None
+            retryable = True
+            try:
+                response = await self._send(url, request_headers, content, timeout_s)
+            except httpx.TimeoutException:
+                failure = ProviderError("Request timed out.")
+            except _RequestTimedOut:
+                failure = ProviderError("Request timed out.")
+            except httpx.TransportError as exc:
+                failure = ProviderError(f"Connection error. ({type(exc).__name__}: {exc})")
+            else:
+                if response.is_success:
+                    self._response = response
+                    return ProviderResponse(response.status_code, dict(response.headers.items()))
+                text = await self._read_error_body(response)
+                requested = parse_retry_after(response.headers)
+                retryable = _should_retry(response)
+                failure = ProviderError(
+                    status_error_message(response.status_code, text),
+                    (http_error_diagnostic(response.status_code, requested),),
+                )
+            if not retryable or attempt >= max_retries:
+                raise failure
+            if requested is not None and cap > 0 and requested > cap:
+                raise ProviderError(
+                    f"Server requested {requested / 1000:g}s retry delay "
+                    f"(max: {cap / 1000:g}s). {failure.message}",
+                    failure.diagnostics,
+                )
+            delay = requested if requested is not None else _backoff_ms(attempt)
+            attempt += 1
+            with abortable(self._signal):
+                await anyio.sleep(delay / 1000)
+
+    async def _send(
+        self, url: str, headers: Mapping[str, str], content: bytes, timeout_s: float
+    ) -> httpx.Response:
+        assert self._client is not None
+        request = self._client.build_request("POST", url, headers=headers, content=content)
+        # The SDK timeout covers the wait for the response headers, not the streamed body.
+        with anyio.move_on_after(timeout_s) as deadline, abortable(self._signal):
+            return await self._client.send(request, stream=True)
+        assert deadline.cancelled_caught
+        raise _RequestTimedOut
+
+    async def _read_error_body(self, response: httpx.Response) -> str:
+        try:
+            with abortable(self._signal):
+                data = await response.aread()
+        except httpx.HTTPError:
+            return ""
+        finally:
+            with anyio.CancelScope(shield=True):
+                await response.aclose()
+        return data.decode("utf-8", "replace")
+
+    async def next_event(self) -> ServerSentEvent | None:
+        """Return the next SSE event, or None at the end of the body.
+
+        A broken connection raises `ProviderError` ("terminated"); an abort, `StreamAborted`.
+        """
+        if self._response is None:
+            raise RuntimeError("next_event() before a successful open()")
+        if self._events is None:
+            self._events = EventSource(self._response).aiter_sse()
+        try:
+            with abortable(self._signal):
+                return await self._events.__anext__()
+        except StopAsyncIteration:
+            return None
+        except httpx.TransportError as exc:
+            detail = str(exc) or type(exc).__name__
+            raise ProviderError(f"Connection terminated mid-stream ({detail})") from exc
+
+    async def aclose(self) -> None:
+        """Close the response and the client; safe to call twice, shielded from cancellation."""
+        with anyio.CancelScope(shield=True):
+            events, self._events = self._events, None
+            response, self._response = self._response, None
+            client, self._client = self._client, None
+            if events is not None:
+                aclose = getattr(events, "aclose", None)
+                if aclose is not None:
+                    with contextlib.suppress(Exception):
+                        await aclose()
+            if response is not None:
+                with contextlib.suppress(Exception):
+                    await response.aclose()
+            if client is not None:
+                with contextlib.suppress(Exception):
+                    await client.aclose()
+
+
+@final
+class _RequestTimedOut(Exception):
+    """The response headers did not arrive within `timeout_ms`."""
+
+
+def parse_json_event(event: ServerSentEvent) -> JsonObject:
+    """Decode an SSE event's JSON data; a malformed chunk raises `ProviderError`."""
+    try:
+        value = json.loads(event.data)
+    except ValueError as exc:
+        snippet = event.data if len(event.data) <= 200 else event.data[:200] + "..."
+        raise ProviderError(f"Could not parse stream chunk as JSON ({exc}): {snippet}") from exc
+    if not isinstance(value, dict):
+        raise ProviderError(f"Unexpected stream chunk (not a JSON object): {event.data[:200]}")
+    return value
+
+
+# -- turning a provider generator into a stream ----------------------------------------------
+
+Produce = Callable[[SseConnection, PartialBuilder], AsyncIterator[AssistantMessageEvent]]
+
+
+def error_event(
+    builder: PartialBuilder, signal: AbortSignal | None, exc: BaseException
+) -> ErrorEvent:
+    """Build the terminal error event for a failure, keeping the content so far."""
+    aborted = signal is not None and signal.aborted
+    reason: Literal["error", "aborted"] = "aborted" if aborted else "error"
+    if aborted or isinstance(exc, StreamAborted):
+        text = ABORTED_MESSAGE
+    elif isinstance(exc, ProviderError):
+        text = exc.message
+    else:
+        text = str(exc) or type(exc).__name__
+    message = builder.message(reason, error_message=text)
+    diagnostics = exc.diagnostics if isinstance(exc, ProviderError) else ()
+    if diagnostics:
+        message = evolve(message, diagnostics=(*(message.diagnostics or ()), *diagnostics))
+    return ErrorEvent(reason=reason, error=message)
+
+
+async def _guard(
+    builder: PartialBuilder,
+    conn: SseConnection,
+    signal: AbortSignal | None,
+    inner: AsyncIterator[AssistantMessageEvent],
+) -> AsyncIterator[AssistantMessageEvent]:
+    try:
+        try:
+            async for event in inner:
+                yield event
+        except Exception as exc:  # failures after the stream was returned are encoded, not raised
+            yield error_event(builder, signal, exc)
+    finally:
+        with anyio.CancelScope(shield=True):
+            aclose = getattr(inner, "aclose", None)
+            if aclose is not None:
+                with contextlib.suppress(Exception):
+                    await aclose()
+        await conn.aclose()
+
+
+def provider_stream(
+    model: Model, options: StreamOptions, produce: Produce
+) -> AssistantMessageEventStream:
+    """Return a pull-mode stream running `produce(connection, builder)` with Pi's failure rules.
+
+    `produce` yields `start`, block events and the final `done`; anything it raises becomes the
+    terminal `error` event. The connection is closed however the stream ends.
+    """
+    builder = PartialBuilder(
+        api=model.api, provider=model.provider, model=model.id, timestamp=now_ms()
+    )
+    conn = SseConnection(model, options)
+    return AssistantMessageEventStream.from_source(
+        _guard(builder, conn, options.signal, produce(conn, builder))
+    )
+
+
+__all__ = [
+    "ABORTED_MESSAGE",
+    "DEFAULT_MAX_RETRIES",
+    "DEFAULT_MAX_RETRY_DELAY_MS",
+    "Produce",
+    "ProviderError",
+    "SseConnection",
+    "StreamAborted",
+    "abortable",
+    "apply_payload_hook",
+    "error_event",
+    "merge_headers",
+    "notify_response",
+    "now_ms",
+    "parse_json_event",
+    "parse_retry_after",
+    "provider_stream",
+    "status_error_message",
+]
