@@ -16,8 +16,9 @@ from typing import Final, final
 from attrs import evolve
 
 from mule.pi._context import Context, StreamOptions, ThinkingBudgets
+from mule.pi._cost import calculate_cost
 from mule.pi._json import JsonValue
-from mule.pi._messages import AssistantMessage, Diagnostic, Usage, UsageCost
+from mule.pi._messages import AssistantMessage, Diagnostic, Usage
 from mule.pi._model import Model, ModelThinkingLevel, ThinkingLevel
 from mule.pi._stream import AssistantMessageEventStream
 from mule.pi.providers._env import env_api_key
@@ -201,13 +202,7 @@ def adjust_max_tokens_for_thinking(
 
 def with_cost(model: Model, usage: Usage) -> Usage:
     """Return `usage` with its cost computed from the model's per-million prices."""
-    c = model.cost
-    cost_in = c.input / 1e6 * usage.input
-    cost_out = c.output / 1e6 * usage.output
-    cost_cr = c.cache_read / 1e6 * usage.cache_read
-    cost_cw = c.cache_write / 1e6 * usage.cache_write
-    total = cost_in + cost_out + cost_cr + cost_cw
-    return evolve(usage, cost=UsageCost(cost_in, cost_out, cost_cr, cost_cw, total))
+    return calculate_cost(model, usage)
 
 
 # -- server-requested waits -------------------------------------------------------------------
