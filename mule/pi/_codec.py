@@ -6,12 +6,23 @@ import operator
 import re
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial
-from typing import Any, TypeVar, cast, final, get_args, get_type_hints
+from typing import (
+    Any,
+    Literal,
+    NoReturn,
+    TypeVar,
+    cast,
+    final,
+    get_args,
+    get_origin,
+    get_type_hints,
+)
 
 import attrs
 import cattrs
 from cattrs.errors import AttributeValidationNote
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
+from cattrs.v import format_exception
 
 from mule.pi._content import (
     AssistantContent,
@@ -101,8 +112,28 @@ _TAG_KEY: dict[type[Any], tuple[str, str]] = {
 }
 
 
-def _fail(message: str) -> None:
-    raise ValueError(message)
+class _Fault(ValueError):
+    """A decoding fault whose text already says what is wrong."""
+
+
+def _fail(message: str) -> NoReturn:
+    raise _Fault(message)
+
+
+def _format_fault(exc: BaseException, type_: Any) -> str:
+    if isinstance(exc, _Fault):
+        return str(exc)
+    if get_origin(type_) is Literal and not isinstance(exc, KeyError):
+        return f"expected one of {', '.join(map(repr, get_args(type_)))}"
+    return format_exception(exc, type_)
+
+
+def _wire_path(error: str) -> str:
+    # cattrs names attributes in its paths; the wire names are their camelCase forms.
+    text, at, path = error.rpartition(" @ ")
+    if not at:
+        return error
+    return f"{text} @ " + re.sub(r"\.([a-z_]+)", lambda m: "." + camel(m[1]), path)
 
 
 def _check_json(value: object, path: str = "") -> None:
@@ -156,7 +187,7 @@ def _build() -> cattrs.Converter:
             tag = value.get(key)
             cls = tags.get(tag) if isinstance(tag, str) else None
             if cls is None:
-                raise ValueError(f"unknown {key} {tag!r} (expected one of {', '.join(tags)})")
+                _fail(f"unknown {key} {tag!r} (expected one of {', '.join(tags)})")
             return conv.structure(value, cls)
 
         return structure
@@ -312,10 +343,7 @@ def from_wire(type_: Any, data: object) -> Any:
             getattr(a, "__name__", str(a)) for a in get_args(type_)
         )
         if isinstance(exc, cattrs.BaseValidationError):
-            errors = [
-                re.sub(r"\.([a-z_]+)", lambda m: "." + camel(m[1]), e)
-                for e in cattrs.transform_error(exc, path="$")
-            ]
+            errors = [_wire_path(e) for e in cattrs.transform_error(exc, "$", _format_fault)]
         else:
             errors = [f"{exc} @ $"]
         raise WireError(name, errors) from exc

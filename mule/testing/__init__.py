@@ -1,0 +1,1 @@
+"""Test helpers for mule users: hypothesis strategies in `mule.testing.strategies`."""
