@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -332,3 +334,25 @@ def test_golden_fixtures_cover_the_protocol() -> None:
         '"stopReason": "toolUse"',
     ):
         assert needle in text, needle
+
+
+NODE_MODULES = Path(__file__).parent.parent / "node" / "node_modules" / "@mariozechner"
+
+
+@pytest.mark.pi
+@pytest.mark.slow
+def test_golden_fixtures_are_what_pi_generates(tmp_path: Path) -> None:
+    """Rerunning generate.mjs against the installed Pi reproduces the committed fixtures."""
+    node = shutil.which("node")
+    if node is None or not (NODE_MODULES / "pi-ai").is_dir():
+        pytest.skip("node or node/node_modules is missing (run ./dev setup)")
+    subprocess.run(
+        [node, str(GOLDEN / "generate.mjs"), str(tmp_path)],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
+    written = sorted(p.name for p in tmp_path.iterdir())
+    assert written == sorted(p.name for p in GOLDEN.glob("*.json"))
+    for name in written:
+        assert (tmp_path / name).read_text() == (GOLDEN / name).read_text(), name

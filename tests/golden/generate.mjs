@@ -1,6 +1,6 @@
 // Regenerates mule's golden wire fixtures from the real Pi 0.73.1 packages in node/node_modules.
 //
-//   node tests/golden/generate.mjs
+//   node tests/golden/generate.mjs [output-dir]
 //
 // Every value below is produced by Pi itself (its faux provider, streamSimple, agentLoop,
 // calculateCost, createAssistantMessageDiagnostic, the generated model catalogue), serialised with
@@ -11,9 +11,10 @@ import { writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 
-const OUT = dirname(fileURLToPath(import.meta.url));
+const HERE = dirname(fileURLToPath(import.meta.url));
+const OUT = process.argv[2] ?? HERE; // tests pass a scratch directory to check for drift
 // Pi is installed under <repo>/node, not next to this script, so import it by path.
-const PI = join(OUT, "..", "..", "node", "node_modules", "@mariozechner");
+const PI = join(HERE, "..", "..", "node", "node_modules", "@mariozechner");
 const load = (pkg) => import(pathToFileURL(join(PI, pkg, "dist", "index.js")).href);
 const { agentLoop } = await load("pi-agent-core");
 const {
@@ -131,6 +132,7 @@ await record(
 		const message = fauxAssistantMessage("ok", { responseId: "resp_diag" });
 		const err = new Error("socket hang up");
 		err.code = "ECONNRESET";
+		err.stack = "Error: socket hang up\n    at golden (generate.mjs)"; // no machine paths
 		const odd = { name: "HttpError", message: "bad", code: 502 };
 		message.responseModel = "faux-1-2026-01-01";
 		message.diagnostics = [
