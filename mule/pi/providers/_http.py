@@ -46,10 +46,16 @@ DEFAULT_TIMEOUT_MS = 600_000  # the SDKs' default request timeout
 class ProviderError(Exception):
     """A failure after the stream was returned; its text becomes the error message."""
 
-    def __init__(self, message: str, diagnostics: tuple[Diagnostic, ...] = ()) -> None:
+    def __init__(
+        self,
+        message: str,
+        diagnostics: tuple[Diagnostic, ...] = (),
+        error_body: JsonValue = None,
+    ) -> None:
         super().__init__(message)
         self.message = message
         self.diagnostics = diagnostics
+        self.error_body = error_body  # the body's "error" object, for provider-specific detail
 
 
 @final
@@ -94,6 +100,14 @@ def status_error_message(status: int, body: str) -> str:
     else:
         msg = body or None
     return f"{status} {msg}" if msg else f"{status} status code (no body)"
+
+
+def _error_object(body: str) -> JsonValue:
+    try:
+        parsed = json.loads(body) if body else None
+    except ValueError:
+        return None
+    return parsed.get("error") if isinstance(parsed, dict) else None
 
 
 def parse_retry_after(headers: Mapping[str, str], now: float | None = None) -> float | None:
@@ -275,6 +289,7 @@ class SseConnection:
                 failure = ProviderError(
                     status_error_message(response.status_code, text),
                     (http_error_diagnostic(response.status_code, requested),),
+                    _error_object(text),
                 )
             if not retryable or attempt >= max_retries:
                 raise failure

@@ -1,0 +1,715 @@
+"""Pi's `anthropic-messages` provider: Anthropic's Messages API over SSE.
+
+Request building follows pi-ai 0.73.1: transcript rewriting, tool-result batching, prompt-cache
+breakpoints by `cache_retention`, budget or adaptive thinking, the beta headers Pi sends, and
+OAuth (Claude Code) tokens. The event decoder maps Anthropic's content blocks, which may
+interleave by index, onto Pi's block events.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import AsyncIterator
+from typing import Any, Final, Literal, TypeAlias, final
+
+from attrs import evolve, frozen
+
+from mule.pi._content import ImageContent, TextContent, ThinkingContent, ToolCall
+from mule.pi._context import Context, StreamOptions, Tool
+from mule.pi._cost import calculate_cost
+from mule.pi._events import (
+    AssistantMessageEvent,
+    DoneEvent,
+    StartEvent,
+    TextDeltaEvent,
+    TextEndEvent,
+    TextStartEvent,
+    ThinkingDeltaEvent,
+    ThinkingEndEvent,
+    ThinkingStartEvent,
+    ToolCallDeltaEvent,
+    ToolCallEndEvent,
+    ToolCallStartEvent,
+)
+from mule.pi._json import JsonObject, JsonValue
+from mule.pi._messages import AssistantMessage, Message, StopReason, ToolResultMessage, Usage
+from mule.pi._model import Model, ThinkingLevel
+from mule.pi._partial import PartialBuilder
+from mule.pi._stream import AssistantMessageEventStream
+from mule.pi.providers._env import env_api_key
+from mule.pi.providers._http import (
+    ProviderError,
+    SseConnection,
+    StreamAborted,
+    apply_payload_hook,
+    merge_headers,
+    notify_response,
+    provider_stream,
+)
+from mule.pi.providers._simple import (
+    adjust_max_tokens_for_thinking,
+    build_base_options,
+    resolve_api_key,
+)
+from mule.pi.providers._transform import sanitize_surrogates, transform_messages
+
+ANTHROPIC_VERSION: Final = "2023-06-01"
+FINE_GRAINED_TOOL_STREAMING_BETA: Final = "fine-grained-tool-streaming-2025-05-14"
+INTERLEAVED_THINKING_BETA: Final = "interleaved-thinking-2025-05-14"
+REDACTED_THINKING_PLACEHOLDER: Final = "[Reasoning redacted]"
+CLAUDE_CODE_VERSION: Final = "2.1.75"
+CLAUDE_CODE_IDENTITY: Final = "You are Claude Code, Anthropic's official CLI for Claude."
+# Claude Code's tool names: OAuth requests present matching tools in this exact casing.
+_CLAUDE_CODE_TOOLS: Final = (
+    "Read",
+    "Write",
+    "Edit",
+    "Bash",
+    "Grep",
+    "Glob",
+    "AskUserQuestion",
+    "EnterPlanMode",
+    "ExitPlanMode",
+    "KillShell",
+    "NotebookEdit",
+    "Skill",
+    "Task",
+    "TaskOutput",
+    "TodoWrite",
+    "WebFetch",
+    "WebSearch",
+)
+_CC_LOOKUP: Final = {name.lower(): name for name in _CLAUDE_CODE_TOOLS}
+_MESSAGE_EVENTS: Final = frozenset(
+    {
+        "message_start",
+        "message_delta",
+        "message_stop",
+        "content_block_start",
+        "content_block_delta",
+        "content_block_stop",
+    }
+)
+
+ThinkingDisplay: TypeAlias = Literal["summarized", "omitted"]
+_Obj: TypeAlias = dict[str, Any]  # a request body under construction
+
+
+@final
+@frozen(kw_only=True)
+class AnthropicOptions:
+    """Anthropic-specific knobs beyond `StreamOptions` (Pi's `AnthropicOptions`)."""
+
+    thinking_enabled: bool | None = None
+    thinking_budget_tokens: int | None = None
+    effort: str | None = None
+    thinking_display: ThinkingDisplay | None = None
+    interleaved_thinking: bool = True
+    tool_choice: str | JsonObject | None = None
+
+
+# -- small rules ---------------------------------------------------------------------------------
+
+
+def supports_adaptive_thinking(model_id: str) -> bool:
+    """Return whether the model thinks adaptively (Opus 4.6/4.7, Sonnet 4.6), not by budget."""
+    return any(
+        tag in model_id
+        for tag in ("opus-4-6", "opus-4.6", "opus-4-7", "opus-4.7", "sonnet-4-6", "sonnet-4.6")
+    )
+
+
+def thinking_effort(model: Model, level: ThinkingLevel) -> str:
+    """Map a thinking level to an adaptive-thinking effort (the model's map wins)."""
+    mapped = (model.thinking_level_map or {}).get(level)
+    if isinstance(mapped, str):
+        return mapped
+    return {"minimal": "low", "low": "low", "medium": "medium", "high": "high"}.get(level, "high")
+
+
+def is_oauth_token(api_key: str) -> bool:
+    """Return whether the key is a Claude subscription (OAuth) token rather than an API key."""
+    return "sk-ant-oat" in api_key
+
+
+def to_claude_code_name(name: str) -> str:
+    """Return Claude Code's casing for a tool name it knows, else the name unchanged."""
+    return _CC_LOOKUP.get(name.lower(), name)
+
+
+def from_claude_code_name(name: str, tools: tuple[Tool, ...] | None) -> str:
+    """Map a tool name back to the caller's tool of that name, ignoring case."""
+    for tool in tools or ():
+        if tool.name.lower() == name.lower():
+            return tool.name
+    return name
+
+
+_UNSAFE_ID = re.compile(r"[^a-zA-Z0-9_-]")
+
+
+def normalize_tool_call_id(call_id: str, *_: object) -> str:
+    """Make a foreign tool-call id acceptable to Anthropic: [a-zA-Z0-9_-], at most 64 chars."""
+    return _UNSAFE_ID.sub("_", call_id)[:64]
+
+
+def map_stop_reason(reason: str) -> StopReason:
+    """Map Anthropic's stop_reason onto Pi's; an unknown reason is a stream failure."""
+    mapped: dict[str, StopReason] = {
+        "end_turn": "stop",
+        "max_tokens": "length",
+        "tool_use": "toolUse",
+        "refusal": "error",
+        "pause_turn": "stop",  # the caller may resubmit; the turn itself is fine
+        "stop_sequence": "stop",
+        "sensitive": "error",
+    }
+    if reason not in mapped:
+        raise ProviderError(f"Unhandled stop reason: {reason}")
+    return mapped[reason]
+
+
+def _compat_flag(model: Model, key: str) -> bool:
+    value = (model.compat or {}).get(key)
+    return value if isinstance(value, bool) else True
+
+
+def cache_control(model: Model, retention: str | None) -> _Obj | None:
+    """Return the cache_control marker for a retention ("short" by default), or None for "none"."""
+    if not retention:
+        retention = "long" if os.environ.get("PI_CACHE_RETENTION") == "long" else "short"
+    if retention == "none":
+        return None
+    control: _Obj = {"type": "ephemeral"}
+    if retention == "long" and _compat_flag(model, "supportsLongCacheRetention"):
+        control["ttl"] = "1h"
+    return control
+
+
+# -- request ---------------------------------------------------------------------------------
+
+
+def _tool_result_content(content: tuple[TextContent | ImageContent, ...]) -> JsonValue:
+    if not any(isinstance(b, ImageContent) for b in content):
+        return sanitize_surrogates("\n".join(b.text for b in content if isinstance(b, TextContent)))
+    blocks: list[JsonValue] = [
+        {"type": "text", "text": sanitize_surrogates(b.text)}
+        if isinstance(b, TextContent)
+        else {
+            "type": "image",
+            "source": {"type": "base64", "media_type": b.mime_type, "data": b.data},
+        }
+        for b in content
+    ]
+    if not any(isinstance(b, TextContent) for b in content):
+        blocks.insert(0, {"type": "text", "text": "(see attached image)"})
+    return blocks
+
+
+def _user_blocks(content: tuple[TextContent | ImageContent, ...]) -> list[_Obj]:
+    blocks: list[_Obj] = []
+    for item in content:
+        if isinstance(item, TextContent):
+            if item.text.strip():
+                blocks.append({"type": "text", "text": sanitize_surrogates(item.text)})
+        else:
+            blocks.append(
+                {
+                    "type": "image",
+                    "source": {"type": "base64", "media_type": item.mime_type, "data": item.data},
+                }
+            )
+    return blocks
+
+
+def _assistant_blocks(message: AssistantMessage, oauth: bool) -> list[_Obj]:
+    blocks: list[_Obj] = []
+    for block in message.content:
+        if isinstance(block, TextContent):
+            if block.text.strip():
+                blocks.append({"type": "text", "text": sanitize_surrogates(block.text)})
+        elif isinstance(block, ThinkingContent):
+            if block.redacted:
+                blocks.append({"type": "redacted_thinking", "data": block.thinking_signature})
+            elif not block.thinking.strip():
+                continue
+            elif not block.thinking_signature or not block.thinking_signature.strip():
+                # Unsigned reasoning (an aborted stream, say) would be rejected; send it as text.
+                blocks.append({"type": "text", "text": sanitize_surrogates(block.thinking)})
+            else:
+                blocks.append(
+                    {
+                        "type": "thinking",
+                        "thinking": sanitize_surrogates(block.thinking),
+                        "signature": block.thinking_signature,
+                    }
+                )
+        else:
+            blocks.append(
+                {
+                    "type": "tool_use",
+                    "id": block.id,
+                    "name": to_claude_code_name(block.name) if oauth else block.name,
+                    "input": block.arguments,
+                }
+            )
+    return blocks
+
+
+def convert_messages(
+    messages: tuple[Message, ...], model: Model, oauth: bool, control: _Obj | None
+) -> list[_Obj]:
+    """Convert a transcript to Anthropic messages, as Pi does (results batched per user turn)."""
+    out: list[_Obj] = []
+    rewritten = transform_messages(messages, model, normalize_tool_call_id)
+    i = 0
+    while i < len(rewritten):
+        msg = rewritten[i]
+        i += 1
+        if isinstance(msg, AssistantMessage):
+            blocks = _assistant_blocks(msg, oauth)
+            if blocks:
+                out.append({"role": "assistant", "content": list[JsonValue](blocks)})
+        elif isinstance(msg, ToolResultMessage):
+            results: list[JsonValue] = []
+            batch = [msg]
+            while i < len(rewritten) and isinstance(rewritten[i], ToolResultMessage):
+                nxt = rewritten[i]
+                assert isinstance(nxt, ToolResultMessage)
+                batch.append(nxt)
+                i += 1
+            for result in batch:
+                results.append(
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": result.tool_call_id,
+                        "content": _tool_result_content(result.content),
+                        "is_error": result.is_error,
+                    }
+                )
+            out.append({"role": "user", "content": results})
+        elif isinstance(msg.content, str):
+            if msg.content.strip():
+                out.append({"role": "user", "content": sanitize_surrogates(msg.content)})
+        else:
+            user_blocks = _user_blocks(msg.content)
+            if user_blocks:
+                out.append({"role": "user", "content": list[JsonValue](user_blocks)})
+    # One cache breakpoint on the last user turn caches the whole conversation so far.
+    if control is not None and out and out[-1]["role"] == "user":
+        last = out[-1]
+        content = last["content"]
+        if isinstance(content, list) and content:
+            tail = content[-1]
+            if isinstance(tail, dict) and tail.get("type") in ("text", "image", "tool_result"):
+                tail["cache_control"] = dict(control)
+        elif isinstance(content, str):
+            last["content"] = [{"type": "text", "text": content, "cache_control": dict(control)}]
+    return out
+
+
+def convert_tools(
+    tools: tuple[Tool, ...], oauth: bool, eager: bool, control: _Obj | None
+) -> list[JsonValue]:
+    """Convert tool descriptors; the last one carries the cache breakpoint."""
+    out: list[JsonValue] = []
+    for n, tool in enumerate(tools):
+        schema = tool.parameters
+        entry: _Obj = {
+            "name": to_claude_code_name(tool.name) if oauth else tool.name,
+            "description": tool.description,
+        }
+        if eager:
+            entry["eager_input_streaming"] = True
+        entry["input_schema"] = {
+            "type": "object",
+            "properties": schema.get("properties") or {},
+            "required": schema.get("required") or [],
+        }
+        if control is not None and n == len(tools) - 1:
+            entry["cache_control"] = dict(control)
+        out.append(entry)
+    return out
+
+
+def build_params(
+    model: Model,
+    context: Context,
+    oauth: bool,
+    options: StreamOptions,
+    extra: AnthropicOptions,
+) -> _Obj:
+    """Build the Messages API request body Pi sends."""
+    control = cache_control(model, options.cache_retention)
+    params: _Obj = {
+        "model": model.id,
+        "messages": list[JsonValue](convert_messages(context.messages, model, oauth, control)),
+        "max_tokens": options.max_tokens or model.max_tokens // 3,
+        "stream": True,
+    }
+
+    def text_block(text: str) -> _Obj:
+        block: _Obj = {"type": "text", "text": text}
+        if control is not None:
+            block["cache_control"] = dict(control)
+        return block
+
+    system: list[JsonValue] = []
+    if oauth:
+        system.append(text_block(CLAUDE_CODE_IDENTITY))
+    if context.system_prompt:
+        system.append(text_block(sanitize_surrogates(context.system_prompt)))
+    if system:
+        params["system"] = system
+    # Extended thinking rejects a temperature.
+    if options.temperature is not None and not extra.thinking_enabled:
+        params["temperature"] = options.temperature
+    if context.tools:
+        eager = _compat_flag(model, "supportsEagerToolInputStreaming")
+        params["tools"] = convert_tools(context.tools, oauth, eager, control)
+    if model.reasoning:
+        if extra.thinking_enabled:
+            display = extra.thinking_display or "summarized"
+            if supports_adaptive_thinking(model.id):
+                params["thinking"] = {"type": "adaptive", "display": display}
+                if extra.effort:
+                    params["output_config"] = {"effort": extra.effort}
+            else:
+                params["thinking"] = {
+                    "type": "enabled",
+                    "budget_tokens": extra.thinking_budget_tokens or 1024,
+                    "display": display,
+                }
+        elif extra.thinking_enabled is False:
+            params["thinking"] = {"type": "disabled"}
+    if options.metadata is not None:
+        user_id = options.metadata.get("user_id")
+        if isinstance(user_id, str):
+            params["metadata"] = {"user_id": user_id}
+    if extra.tool_choice is not None:
+        params["tool_choice"] = (
+            {"type": extra.tool_choice} if isinstance(extra.tool_choice, str) else extra.tool_choice
+        )
+    return params
+
+
+def build_headers(
+    model: Model, context: Context, api_key: str, options: StreamOptions, extra: AnthropicOptions
+) -> dict[str, str]:
+    """Return the request headers: auth, version, and the betas Pi enables."""
+    betas: list[str] = []
+    if context.tools and not _compat_flag(model, "supportsEagerToolInputStreaming"):
+        betas.append(FINE_GRAINED_TOOL_STREAMING_BETA)
+    if extra.interleaved_thinking and not supports_adaptive_thinking(model.id):
+        betas.append(INTERLEAVED_THINKING_BETA)
+    base = {"accept": "application/json", "anthropic-version": ANTHROPIC_VERSION}
+    browser = {"anthropic-dangerous-direct-browser-access": "true"}
+    if is_oauth_token(api_key):
+        identity = {
+            "authorization": f"Bearer {api_key}",
+            "anthropic-beta": ",".join(["claude-code-20250219", "oauth-2025-04-20", *betas]),
+            "user-agent": f"claude-cli/{CLAUDE_CODE_VERSION}",
+            "x-app": "cli",
+        }
+        return merge_headers(base, browser, identity, model.headers, options.headers)
+    auth = {"x-api-key": api_key}
+    beta = {"anthropic-beta": ",".join(betas)} if betas else {}
+    return merge_headers(base, auth, browser, beta, model.headers, options.headers)
+
+
+def messages_url(model: Model) -> str:
+    """Return the Messages endpoint under the model's base URL."""
+    return model.base_url.rstrip("/") + "/v1/messages"
+
+
+# -- response --------------------------------------------------------------------------------
+
+_VALID_ESCAPES: Final = frozenset('"\\/bfnrtu')
+_HEX4 = re.compile(r"[0-9a-fA-F]{4}")
+
+
+def repair_json(text: str) -> str:
+    """Escape raw control characters and stray backslashes inside JSON strings (Pi's repair)."""
+    out: list[str] = []
+    in_string = False
+    i = 0
+    while i < len(text):
+        ch = text[i]
+        if not in_string:
+            out.append(ch)
+            in_string = ch == '"'
+        elif ch == '"':
+            out.append(ch)
+            in_string = False
+        elif ch == "\\":
+            nxt = text[i + 1] if i + 1 < len(text) else ""
+            if nxt == "u" and _HEX4.fullmatch(text, i + 2, i + 6):
+                out.append(text[i : i + 6])
+                i += 5
+            elif nxt and nxt in _VALID_ESCAPES and nxt != "u":
+                out.append(ch + nxt)
+                i += 1
+            else:
+                out.append("\\\\")
+        elif ord(ch) < 0x20:
+            out.append(json.dumps(ch)[1:-1])
+        else:
+            out.append(ch)
+        i += 1
+    return "".join(out)
+
+
+def parse_json_with_repair(text: str) -> Any:
+    """Parse JSON, retrying once on a repaired copy when the first parse fails."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        repaired = repair_json(text)
+        if repaired == text:
+            raise
+        return json.loads(repaired)
+
+
+def sdk_error(exc: ProviderError) -> ProviderError:
+    """Word an HTTP error as Anthropic's SDK does: the status, then the whole JSON body.
+
+    Anthropic's error bodies are `{"type": "error", "error": {...}}`; the SDK prints them whole.
+    """
+    status = next(
+        (d.details.get("status") for d in exc.diagnostics if d.details and "status" in d.details),
+        None,
+    )
+    if status is None or exc.error_body is None or not exc.message.startswith(f"{status} "):
+        return exc
+    body = {"type": "error", "error": exc.error_body}
+    text = f"{status} {json.dumps(body, separators=(',', ':'), ensure_ascii=False)}"
+    return ProviderError(text, exc.diagnostics, exc.error_body)
+
+
+def _count(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _usage(model: Model, input_: int, output: int, cache_read: int, cache_write: int) -> Usage:
+    # Anthropic reports no total: it is the sum of the four counts.
+    total = input_ + output + cache_read + cache_write
+    return calculate_cost(model, Usage(input_, output, cache_read, cache_write, total))
+
+
+async def _events(
+    conn: SseConnection,
+    builder: PartialBuilder,
+    model: Model,
+    context: Context,
+    options: StreamOptions,
+    extra: AnthropicOptions,
+) -> AsyncIterator[AssistantMessageEvent]:
+    api_key = options.api_key or env_api_key(model.provider) or ""
+    oauth = is_oauth_token(api_key)
+    params = build_params(model, context, oauth, options, extra)
+    payload = await apply_payload_hook(options, params, model)
+    headers = build_headers(model, context, api_key, options, extra)
+    try:
+        response = await conn.open(messages_url(model), headers, payload)
+    except ProviderError as exc:
+        raise sdk_error(exc) from exc
+    await notify_response(options, response, model)
+    yield StartEvent(partial=builder.snapshot())
+
+    open_blocks: dict[int, int] = {}  # Anthropic block index -> content index, while open
+    signatures: dict[int, str] = {}
+    usage = [0, 0, 0, 0]  # input, output, cache read, cache write
+    stop_reason: StopReason = "stop"
+    saw_start = saw_stop = False
+    while (sse := await conn.next_event()) is not None:
+        if sse.event == "error":
+            raise ProviderError(sse.data)
+        if sse.event not in _MESSAGE_EVENTS:
+            continue  # ping and events Pi does not know
+        try:
+            event = parse_json_with_repair(sse.data)
+        except ValueError as exc:
+            raise ProviderError(
+                f"Could not parse Anthropic SSE event {sse.event}: {exc}; data={sse.data}"
+            ) from exc
+        kind = event.get("type") if isinstance(event, dict) else None
+        if kind == "message_start":
+            saw_start = True
+            message = event.get("message") or {}
+            if isinstance(message.get("id"), str):
+                builder.set_response(response_id=message["id"])
+            reported = message.get("usage") or {}
+            usage = [
+                _count(reported.get(key)) or 0
+                for key in (
+                    "input_tokens",
+                    "output_tokens",
+                    "cache_read_input_tokens",
+                    "cache_creation_input_tokens",
+                )
+            ]
+            builder.set_usage(_usage(model, *usage))
+        elif kind == "message_stop":
+            saw_stop = True
+        elif kind == "content_block_start":
+            block = event.get("content_block") or {}
+            index = event.get("index")
+            block_type = block.get("type")
+            if block_type == "text":
+                at = builder.open_text()
+                open_blocks[index] = at
+                yield TextStartEvent(content_index=at, partial=builder.snapshot())
+            elif block_type == "thinking":
+                at = builder.open_thinking(signature="")
+                open_blocks[index] = at
+                signatures[at] = ""
+                yield ThinkingStartEvent(content_index=at, partial=builder.snapshot())
+            elif block_type == "redacted_thinking":
+                at = builder.open_thinking(
+                    REDACTED_THINKING_PLACEHOLDER, signature=block.get("data"), redacted=True
+                )
+                open_blocks[index] = at
+                yield ThinkingStartEvent(content_index=at, partial=builder.snapshot())
+            elif block_type == "tool_use":
+                name = block.get("name") or ""
+                if oauth:
+                    name = from_claude_code_name(name, context.tools)
+                at = builder.open_tool_call(block.get("id") or "", name)
+                open_blocks[index] = at
+                yield ToolCallStartEvent(content_index=at, partial=builder.snapshot())
+        elif kind == "content_block_delta":
+            at_or_none = open_blocks.get(event.get("index"))
+            delta = event.get("delta") or {}
+            if at_or_none is None:
+                continue
+            at = at_or_none
+            block_kind = builder.kind(at)
+            delta_type = delta.get("type")
+            if delta_type == "text_delta" and block_kind == "text":
+                builder.append(at, delta["text"])
+                yield TextDeltaEvent(
+                    content_index=at, delta=delta["text"], partial=builder.snapshot()
+                )
+            elif delta_type == "thinking_delta" and block_kind == "thinking":
+                builder.append(at, delta["thinking"])
+                yield ThinkingDeltaEvent(
+                    content_index=at, delta=delta["thinking"], partial=builder.snapshot()
+                )
+            elif delta_type == "input_json_delta" and block_kind == "toolCall":
+                builder.append(at, delta["partial_json"])
+                yield ToolCallDeltaEvent(
+                    content_index=at, delta=delta["partial_json"], partial=builder.snapshot()
+                )
+            elif delta_type == "signature_delta" and block_kind == "thinking":
+                signatures[at] = signatures.get(at, "") + delta["signature"]
+                builder.set_signature(at, signatures[at])
+        elif kind == "content_block_stop":
+            at_or_none = open_blocks.pop(event.get("index"), None)
+            if at_or_none is None:
+                continue
+            at = at_or_none
+            block_kind = builder.kind(at)
+            if block_kind == "text":
+                yield TextEndEvent(
+                    content_index=at, content=builder.text(at), partial=builder.snapshot()
+                )
+            elif block_kind == "thinking":
+                yield ThinkingEndEvent(
+                    content_index=at, content=builder.text(at), partial=builder.snapshot()
+                )
+            else:
+                call: ToolCall = builder.close_tool_call(at)
+                yield ToolCallEndEvent(content_index=at, tool_call=call, partial=builder.snapshot())
+        elif kind == "message_delta":
+            delta = event.get("delta") or {}
+            if delta.get("stop_reason"):
+                stop_reason = map_stop_reason(delta["stop_reason"])
+            reported = event.get("usage") or {}
+            # Proxies may omit counts here; keep what message_start said.
+            for n, key in enumerate(
+                (
+                    "input_tokens",
+                    "output_tokens",
+                    "cache_read_input_tokens",
+                    "cache_creation_input_tokens",
+                )
+            ):
+                value = _count(reported.get(key))
+                if value is not None:
+                    usage[n] = value
+            builder.set_usage(_usage(model, *usage))
+    if saw_start and not saw_stop:
+        raise ProviderError("Anthropic stream ended before message_stop")
+    if options.signal is not None and options.signal.aborted:
+        raise StreamAborted
+    if stop_reason in ("error", "aborted"):
+        raise ProviderError("An unknown error occurred")
+    yield DoneEvent(reason=stop_reason, message=builder.message(stop_reason))  # type: ignore[arg-type]
+
+
+def stream_anthropic(
+    model: Model,
+    context: Context,
+    options: StreamOptions | None = None,
+    extra: AnthropicOptions | None = None,
+) -> AssistantMessageEventStream:
+    """Stream one Messages API response as Pi's events (Pi's `streamAnthropic`).
+
+    The key is `options.api_key`, else the provider's environment variable. Every failure
+    after this returns, HTTP errors included, ends the stream with an `error` event.
+    """
+    opts = options or StreamOptions()
+    more = extra or AnthropicOptions()
+
+    def produce(
+        conn: SseConnection, builder: PartialBuilder
+    ) -> AsyncIterator[AssistantMessageEvent]:
+        return _events(conn, builder, model, context, opts, more)
+
+    return provider_stream(model, opts, produce)
+
+
+def stream_simple_anthropic(
+    model: Model, context: Context, options: StreamOptions
+) -> AssistantMessageEventStream:
+    """Pi's `streamSimpleAnthropic`: simple defaults, then budget or adaptive thinking by level.
+
+    Raises `ProviderSetupError` at once when there is no API key.
+    """
+    api_key = resolve_api_key(model, options)
+    base = build_base_options(model, options, api_key)
+    level = options.reasoning
+    if not level:
+        return stream_anthropic(model, context, base, AnthropicOptions(thinking_enabled=False))
+    if supports_adaptive_thinking(model.id):
+        extra = AnthropicOptions(thinking_enabled=True, effort=thinking_effort(model, level))
+        return stream_anthropic(model, context, base, extra)
+    max_tokens, budget = adjust_max_tokens_for_thinking(
+        base.max_tokens or 0, model.max_tokens, level, options.thinking_budgets
+    )
+    extra = AnthropicOptions(thinking_enabled=True, thinking_budget_tokens=budget)
+    return stream_anthropic(model, context, evolve(base, max_tokens=max_tokens), extra)
+
+
+__all__ = [
+    "ANTHROPIC_VERSION",
+    "REDACTED_THINKING_PLACEHOLDER",
+    "AnthropicOptions",
+    "build_headers",
+    "build_params",
+    "cache_control",
+    "convert_messages",
+    "convert_tools",
+    "is_oauth_token",
+    "map_stop_reason",
+    "messages_url",
+    "normalize_tool_call_id",
+    "parse_json_with_repair",
+    "repair_json",
+    "stream_anthropic",
+    "stream_simple_anthropic",
+    "supports_adaptive_thinking",
+    "thinking_effort",
+]

@@ -1,0 +1,797 @@
+"""The `openai-completions` provider: OpenAI Chat Completions and compatible servers, streamed.
+
+Follows pi-ai's provider: per-host compat switches (auto-detected from the provider and base
+URL, overridable through `model.compat`), Pi's message conversion, and the chunk-to-event
+mapping (text, `reasoning_content`/`reasoning`/`reasoning_text` as thinking, tool calls streamed
+by index, usage with cached tokens). Not ported: GitHub Copilot's dynamic headers and Cloudflare's
+account-specific base URLs.
+
+Mule differs from Pi in one place: a body that ends with neither a `finish_reason` nor `[DONE]`
+is a failed ("ended without") response, not a silent success.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import AsyncIterator, Iterator, Mapping
+from functools import partial
+from typing import Any, Literal, final
+
+from attrs import frozen
+
+from mule.pi._content import ImageContent, TextContent, ThinkingContent, ToolCall
+from mule.pi._context import CacheRetention, Context, StreamOptions, Tool
+from mule.pi._events import (
+    AssistantMessageEvent,
+    DoneEvent,
+    StartEvent,
+    TextDeltaEvent,
+    TextEndEvent,
+    TextStartEvent,
+    ThinkingDeltaEvent,
+    ThinkingEndEvent,
+    ThinkingStartEvent,
+    ToolCallDeltaEvent,
+    ToolCallEndEvent,
+    ToolCallStartEvent,
+)
+from mule.pi._json import JsonObject, JsonValue
+from mule.pi._messages import AssistantMessage, Message, StopReason, Usage
+from mule.pi._model import Model, ThinkingLevel
+from mule.pi._partial import PartialBuilder
+from mule.pi._stream import AssistantMessageEventStream
+from mule.pi.providers._env import env_api_key
+from mule.pi.providers._http import (
+    ProviderError,
+    SseConnection,
+    StreamAborted,
+    apply_payload_hook,
+    merge_headers,
+    notify_response,
+    parse_json_event,
+    provider_stream,
+)
+from mule.pi.providers._simple import (
+    build_base_options,
+    reasoning_effort,
+    resolve_api_key,
+    with_cost,
+)
+from mule.pi.providers._transform import sanitize_surrogates, transform_messages
+
+ThinkingFormat = Literal["openai", "openrouter", "deepseek", "zai", "qwen", "qwen-chat-template"]
+_PROCESSED_TOOL_RESULTS = "I have processed the tool results."
+
+
+@final
+@frozen(kw_only=True)
+class CompletionsCompat:
+    """Pi's per-host switches for Chat Completions servers (`OpenAICompletionsCompat`)."""
+
+    supports_store: bool = True
+    supports_developer_role: bool = True
+    supports_reasoning_effort: bool = True
+    supports_usage_in_streaming: bool = True
+    max_tokens_field: Literal["max_completion_tokens", "max_tokens"] = "max_completion_tokens"
+    requires_tool_result_name: bool = False
+    requires_assistant_after_tool_result: bool = False
+    requires_thinking_as_text: bool = False
+    requires_reasoning_content_on_assistant_messages: bool = False
+    thinking_format: str = "openai"
+    open_router_routing: JsonObject | None = None
+    vercel_gateway_routing: JsonObject | None = None
+    zai_tool_stream: bool = False
+    supports_strict_mode: bool = True
+    cache_control_format: str | None = None
+    send_session_affinity_headers: bool = False
+    supports_long_cache_retention: bool = True
+
+
+def detect_compat(model: Model) -> CompletionsCompat:
+    """Return the compat switches Pi infers from the provider name and base URL."""
+    provider, url = model.provider, model.base_url
+    is_zai = provider == "zai" or "api.z.ai" in url
+    is_moonshot = provider in ("moonshotai", "moonshotai-cn") or "api.moonshot." in url
+    is_cf_workers = provider == "cloudflare-workers-ai" or "api.cloudflare.com" in url
+    is_cf_gateway = provider == "cloudflare-ai-gateway" or "gateway.ai.cloudflare.com" in url
+    non_standard = (
+        provider in ("cerebras", "xai", "opencode")
+        or any(host in url for host in ("cerebras.ai", "api.x.ai", "chutes.ai", "deepseek.com"))
+        or "opencode.ai" in url
+        or is_zai
+        or is_moonshot
+        or is_cf_workers
+        or is_cf_gateway
+    )
+    use_max_tokens = "chutes.ai" in url or is_moonshot or is_cf_gateway
+    is_grok = provider == "xai" or "api.x.ai" in url
+    is_deepseek = provider == "deepseek" or "deepseek.com" in url
+    if is_deepseek:
+        thinking_format = "deepseek"
+    elif is_zai:
+        thinking_format = "zai"
+    elif provider == "openrouter" or "openrouter.ai" in url:
+        thinking_format = "openrouter"
+    else:
+        thinking_format = "openai"
+    return CompletionsCompat(
+        supports_store=not non_standard,
+        supports_developer_role=not non_standard,
+        supports_reasoning_effort=not (is_grok or is_zai or is_moonshot or is_cf_gateway),
+        max_tokens_field="max_tokens" if use_max_tokens else "max_completion_tokens",
+        requires_reasoning_content_on_assistant_messages=is_deepseek,
+        thinking_format=thinking_format,
+        supports_strict_mode=not (is_moonshot or is_cf_gateway),
+        cache_control_format=(
+            "anthropic" if provider == "openrouter" and model.id.startswith("anthropic/") else None
+        ),
+        supports_long_cache_retention=not (is_cf_workers or is_cf_gateway),
+    )
+
+
+def _flag(compat: JsonObject, key: str, default: bool) -> bool:
+    value = compat.get(key)
+    return value if isinstance(value, bool) else default
+
+
+def _obj(compat: JsonObject, key: str, default: JsonObject | None) -> JsonObject | None:
+    value = compat.get(key)
+    return value if isinstance(value, Mapping) else default
+
+
+def get_compat(model: Model) -> CompletionsCompat:
+    """Return the detected switches with `model.compat` (camelCase keys) laid over them."""
+    d = detect_compat(model)
+    c = model.compat
+    if not c:
+        return d
+    field = c.get("maxTokensField")
+    thinking = c.get("thinkingFormat")
+    cache_format = c.get("cacheControlFormat")
+    return CompletionsCompat(
+        supports_store=_flag(c, "supportsStore", d.supports_store),
+        supports_developer_role=_flag(c, "supportsDeveloperRole", d.supports_developer_role),
+        supports_reasoning_effort=_flag(c, "supportsReasoningEffort", d.supports_reasoning_effort),
+        supports_usage_in_streaming=_flag(
+            c, "supportsUsageInStreaming", d.supports_usage_in_streaming
+        ),
+        max_tokens_field=(
+            field if field in ("max_tokens", "max_completion_tokens") else d.max_tokens_field
+        ),
+        requires_tool_result_name=_flag(c, "requiresToolResultName", d.requires_tool_result_name),
+        requires_assistant_after_tool_result=_flag(
+            c, "requiresAssistantAfterToolResult", d.requires_assistant_after_tool_result
+        ),
+        requires_thinking_as_text=_flag(c, "requiresThinkingAsText", d.requires_thinking_as_text),
+        requires_reasoning_content_on_assistant_messages=_flag(
+            c,
+            "requiresReasoningContentOnAssistantMessages",
+            d.requires_reasoning_content_on_assistant_messages,
+        ),
+        thinking_format=thinking if isinstance(thinking, str) else d.thinking_format,
+        open_router_routing=_obj(c, "openRouterRouting", None),
+        vercel_gateway_routing=_obj(c, "vercelGatewayRouting", d.vercel_gateway_routing),
+        zai_tool_stream=_flag(c, "zaiToolStream", d.zai_tool_stream),
+        supports_strict_mode=_flag(c, "supportsStrictMode", d.supports_strict_mode),
+        cache_control_format=(
+            cache_format if isinstance(cache_format, str) else d.cache_control_format
+        ),
+        send_session_affinity_headers=_flag(
+            c, "sendSessionAffinityHeaders", d.send_session_affinity_headers
+        ),
+        supports_long_cache_retention=_flag(
+            c, "supportsLongCacheRetention", d.supports_long_cache_retention
+        ),
+    )
+
+
+def resolve_cache_retention(retention: CacheRetention | None) -> CacheRetention:
+    """Return the cache retention: the option, else "long" if PI_CACHE_RETENTION says so."""
+    if retention:
+        return retention
+    return "long" if os.environ.get("PI_CACHE_RETENTION") == "long" else "short"
+
+
+# -- request ---------------------------------------------------------------------------------
+
+
+def _normalize_tool_call_id(model: Model, call_id: str) -> str:
+    if "|" in call_id:
+        # Responses-API ids are "<call_id>|<item id>"; Chat Completions takes <= 40 plain chars.
+        head = call_id.split("|", 1)[0]
+        return "".join(ch if ch.isascii() and (ch.isalnum() or ch in "_-") else "_" for ch in head)[
+            :40
+        ]
+    if model.provider == "openai" and len(call_id) > 40:
+        return call_id[:40]
+    return call_id
+
+
+def convert_messages(
+    model: Model, context: Context, compat: CompletionsCompat
+) -> list[dict[str, Any]]:
+    """Convert a context to Chat Completions `messages` exactly as Pi does."""
+    out: list[dict[str, Any]] = []
+    messages = transform_messages(
+        context.messages, model, lambda i, _m, _s: _normalize_tool_call_id(model, i)
+    )
+    if context.system_prompt:
+        role = "developer" if model.reasoning and compat.supports_developer_role else "system"
+        out.append({"role": role, "content": sanitize_surrogates(context.system_prompt)})
+    last_role: str | None = None
+    i = 0
+    while i < len(messages):
+        msg = messages[i]
+        if (
+            compat.requires_assistant_after_tool_result
+            and last_role == "toolResult"
+            and msg.role == "user"
+        ):
+            out.append({"role": "assistant", "content": _PROCESSED_TOOL_RESULTS})
+        if msg.role == "user":
+            if isinstance(msg.content, str):
+                out.append({"role": "user", "content": sanitize_surrogates(msg.content)})
+            else:
+                parts = [_user_part(block) for block in msg.content]
+                if not parts:
+                    i += 1
+                    continue
+                out.append({"role": "user", "content": parts})
+        elif msg.role == "assistant":
+            converted = _assistant(model, msg, compat)
+            if converted is None:
+                i += 1
+                continue
+            out.append(converted)
+        else:
+            j = i
+            images: list[dict[str, Any]] = []
+            while j < len(messages) and messages[j].role == "toolResult":
+                result = messages[j]
+                assert result.role == "toolResult"
+                text = "\n".join(b.text for b in result.content if isinstance(b, TextContent))
+                tool_msg: dict[str, Any] = {
+                    "role": "tool",
+                    "content": sanitize_surrogates(text if text else "(see attached image)"),
+                    "tool_call_id": result.tool_call_id,
+                }
+                if compat.requires_tool_result_name and result.tool_name:
+                    tool_msg["name"] = result.tool_name
+                out.append(tool_msg)
+                if "image" in model.input:
+                    images.extend(
+                        _image_part(b) for b in result.content if isinstance(b, ImageContent)
+                    )
+                j += 1
+            i = j
+            if images:
+                if compat.requires_assistant_after_tool_result:
+                    out.append({"role": "assistant", "content": _PROCESSED_TOOL_RESULTS})
+                out.append(
+                    {
+                        "role": "user",
+                        "content": [
+                            {"type": "text", "text": "Attached image(s) from tool result:"},
+                            *images,
+                        ],
+                    }
+                )
+                last_role = "user"
+            else:
+                last_role = "toolResult"
+            continue
+        last_role = msg.role
+        i += 1
+    return out
+
+
+def _image_part(block: ImageContent) -> dict[str, Any]:
+    return {
+        "type": "image_url",
+        "image_url": {"url": f"data:{block.mime_type};base64,{block.data}"},
+    }
+
+
+def _user_part(block: TextContent | ImageContent) -> dict[str, Any]:
+    if isinstance(block, TextContent):
+        return {"type": "text", "text": sanitize_surrogates(block.text)}
+    return _image_part(block)
+
+
+def _assistant(
+    model: Model, msg: AssistantMessage, compat: CompletionsCompat
+) -> dict[str, Any] | None:
+    out: dict[str, Any] = {
+        "role": "assistant",
+        "content": "" if compat.requires_assistant_after_tool_result else None,
+    }
+    text_parts = [
+        {"type": "text", "text": sanitize_surrogates(b.text)}
+        for b in msg.content
+        if isinstance(b, TextContent) and b.text.strip()
+    ]
+    text = "".join(p["text"] for p in text_parts)
+    thinking = [b for b in msg.content if isinstance(b, ThinkingContent) and b.thinking.strip()]
+    if thinking:
+        if compat.requires_thinking_as_text:
+            joined = "\n\n".join(sanitize_surrogates(b.thinking) for b in thinking)
+            out["content"] = [{"type": "text", "text": joined}, *text_parts]
+        else:
+            # A plain string, as the API documents: some models mirror content-block arrays.
+            if text:
+                out["content"] = text
+            # The first thinking block's signature names the field it came in (llama.cpp).
+            signature = thinking[0].thinking_signature
+            if signature:
+                out[signature] = "\n".join(b.thinking for b in thinking)
+    elif text:
+        out["content"] = text
+    calls = [b for b in msg.content if isinstance(b, ToolCall)]
+    if calls:
+        out["tool_calls"] = [
+            {
+                "id": c.id,
+                "type": "function",
+                "function": {"name": c.name, "arguments": _js_json(c.arguments)},
+            }
+            for c in calls
+        ]
+        details = []
+        for c in calls:
+            if c.thought_signature:
+                try:
+                    details.append(json.loads(c.thought_signature))
+                except ValueError:
+                    continue
+        details = [d for d in details if d]
+        if details:
+            out["reasoning_details"] = details
+    if (
+        compat.requires_reasoning_content_on_assistant_messages
+        and model.reasoning
+        and "reasoning_content" not in out
+    ):
+        out["reasoning_content"] = ""
+    content = out["content"]
+    # Providers reject an assistant message with neither content nor tool calls.
+    if not content and "tool_calls" not in out:
+        return None
+    return out
+
+
+def _js_json(value: JsonValue) -> str:
+    """Serialise like `JSON.stringify` (compact, non-ASCII kept)."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def convert_tools(tools: tuple[Tool, ...], compat: CompletionsCompat) -> list[dict[str, Any]]:
+    """Convert tools to Chat Completions function tools."""
+    out = []
+    for tool in tools:
+        fn: dict[str, Any] = {
+            "name": tool.name,
+            "description": tool.description,
+            "parameters": tool.parameters,
+        }
+        if compat.supports_strict_mode:
+            fn["strict"] = False
+        out.append({"type": "function", "function": fn})
+    return out
+
+
+def _has_tool_history(messages: tuple[Message, ...]) -> bool:
+    for msg in messages:
+        if msg.role == "toolResult":
+            return True
+        if msg.role == "assistant" and any(isinstance(b, ToolCall) for b in msg.content):
+            return True
+    return False
+
+
+def build_params(
+    model: Model,
+    context: Context,
+    options: StreamOptions,
+    *,
+    compat: CompletionsCompat | None = None,
+    effort: ThinkingLevel | None = None,
+    tool_choice: JsonValue = None,
+) -> dict[str, Any]:
+    """Build the request body Pi sends (keys Pi leaves undefined are omitted)."""
+    compat = compat or get_compat(model)
+    retention = resolve_cache_retention(options.cache_retention)
+    messages = convert_messages(model, context, compat)
+    params: dict[str, Any] = {"model": model.id, "messages": messages, "stream": True}
+    long_retention = retention == "long" and compat.supports_long_cache_retention
+    if (
+        ("api.openai.com" in model.base_url and retention != "none") or long_retention
+    ) and options.session_id is not None:
+        params["prompt_cache_key"] = options.session_id
+    if long_retention:
+        params["prompt_cache_retention"] = "24h"
+    if compat.supports_usage_in_streaming:
+        params["stream_options"] = {"include_usage": True}
+    if compat.supports_store:
+        params["store"] = False
+    if options.max_tokens:
+        params[compat.max_tokens_field] = options.max_tokens
+    if options.temperature is not None:
+        params["temperature"] = options.temperature
+    if context.tools:
+        params["tools"] = convert_tools(context.tools, compat)
+        if compat.zai_tool_stream:
+            params["tool_stream"] = True
+    elif _has_tool_history(context.messages):
+        params["tools"] = []  # proxies in front of Anthropic want tools when history has calls
+    if compat.cache_control_format == "anthropic" and retention != "none":
+        ttl = "1h" if retention == "long" and compat.supports_long_cache_retention else None
+        _apply_cache_control(messages, params.get("tools"), ttl)
+    if tool_choice is not None:
+        params["tool_choice"] = tool_choice
+    _apply_reasoning(params, model, compat, effort)
+    if "openrouter.ai" in model.base_url and compat.open_router_routing is not None:
+        params["provider"] = compat.open_router_routing
+    routing = compat.vercel_gateway_routing
+    if "ai-gateway.vercel.sh" in model.base_url and routing:
+        gateway = {k: routing[k] for k in ("only", "order") if routing.get(k)}
+        if gateway:
+            params["providerOptions"] = {"gateway": gateway}
+    return params
+
+
+def _apply_reasoning(
+    params: dict[str, Any], model: Model, compat: CompletionsCompat, effort: ThinkingLevel | None
+) -> None:
+    table = model.thinking_level_map or {}
+    mapped = (table.get(effort) or effort) if effort else None
+    fmt = compat.thinking_format
+    if not model.reasoning:
+        return
+    if fmt in ("zai", "qwen"):
+        params["enable_thinking"] = bool(effort)
+    elif fmt == "qwen-chat-template":
+        params["chat_template_kwargs"] = {
+            "enable_thinking": bool(effort),
+            "preserve_thinking": True,
+        }
+    elif fmt == "deepseek":
+        params["thinking"] = {"type": "enabled" if effort else "disabled"}
+        if effort:
+            params["reasoning_effort"] = mapped
+    elif fmt == "openrouter":
+        if effort:
+            params["reasoning"] = {"effort": mapped}
+        elif not ("off" in table and table["off"] is None):
+            params["reasoning"] = {"effort": table.get("off") or "none"}
+    elif compat.supports_reasoning_effort:
+        if effort:
+            params["reasoning_effort"] = mapped
+        elif isinstance(table.get("off"), str):
+            params["reasoning_effort"] = table["off"]
+
+
+def _apply_cache_control(
+    messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, ttl: str | None
+) -> None:
+    marker: dict[str, Any] = {"type": "ephemeral", **({"ttl": ttl} if ttl else {})}
+    for message in messages:
+        if message["role"] in ("system", "developer"):
+            _mark_text(message, marker)
+            break
+    if tools:
+        tools[-1]["cache_control"] = marker
+    for message in reversed(messages):
+        if message["role"] in ("user", "assistant") and _mark_text(message, marker):
+            break
+
+
+def _mark_text(message: dict[str, Any], marker: dict[str, Any]) -> bool:
+    content = message.get("content")
+    if isinstance(content, str):
+        if not content:
+            return False
+        message["content"] = [{"type": "text", "text": content, "cache_control": marker}]
+        return True
+    if not isinstance(content, list):
+        return False
+    for part in reversed(content):
+        if isinstance(part, dict) and part.get("type") == "text":
+            part["cache_control"] = marker
+            return True
+    return False
+
+
+def build_headers(model: Model, options: StreamOptions, api_key: str) -> dict[str, str]:
+    """Return the request headers: model headers, session affinity, then `options.headers`."""
+    compat = get_compat(model)
+    retention = resolve_cache_retention(options.cache_retention)
+    session = None if retention == "none" else options.session_id
+    affinity: dict[str, str] = {}
+    if session and compat.send_session_affinity_headers:
+        affinity = {
+            "session_id": session,
+            "x-client-request-id": session,
+            "x-session-affinity": session,
+        }
+    auth = {"Authorization": f"Bearer {api_key}"}
+    if model.provider == "cloudflare-ai-gateway":
+        auth = {"cf-aig-authorization": f"Bearer {api_key}"}
+    return merge_headers(auth, model.headers, affinity, options.headers)
+
+
+# -- response --------------------------------------------------------------------------------
+
+
+def parse_usage(raw: Mapping[str, Any], model: Model) -> Usage:
+    """Normalise a Chat Completions usage object to Pi's counts (cache reads split out)."""
+    prompt = int(raw.get("prompt_tokens") or 0)
+    details = raw.get("prompt_tokens_details") or {}
+    reported = details.get("cached_tokens")
+    if reported is None:
+        reported = raw.get("prompt_cache_hit_tokens") or 0
+    cache_write = int(details.get("cache_write_tokens") or 0)
+    # Some gateways count this request's cache writes inside cached_tokens; keep reads only.
+    cache_read = max(0, int(reported) - cache_write) if cache_write > 0 else int(reported)
+    input_tokens = max(0, prompt - cache_read - cache_write)
+    output = int(raw.get("completion_tokens") or 0)
+    usage = Usage(
+        input=input_tokens,
+        output=output,
+        cache_read=cache_read,
+        cache_write=cache_write,
+        total_tokens=input_tokens + output + cache_read + cache_write,
+    )
+    return with_cost(model, usage)
+
+
+def map_finish_reason(reason: str | None) -> tuple[StopReason, str | None]:
+    """Map a `finish_reason` to Pi's stop reason and, for failures, an error message."""
+    if reason is None or reason in ("stop", "end"):
+        return "stop", None
+    if reason == "length":
+        return "length", None
+    if reason in ("function_call", "tool_calls"):
+        return "toolUse", None
+    return "error", f"Provider finish_reason: {reason}"
+
+
+_REASONING_FIELDS = ("reasoning_content", "reasoning", "reasoning_text")
+
+
+@final
+class ChunkParser:
+    """Turns Chat Completions chunks into Pi events, building the message as it goes."""
+
+    def __init__(self, builder: PartialBuilder, model: Model) -> None:
+        self.b = builder
+        self.model = model
+        self.text: int | None = None
+        self.thinking: int | None = None
+        self.by_index: dict[int, int] = {}
+        self.by_id: dict[str, int] = {}
+        self.stop_reason: StopReason = "stop"
+        self.error_message: str | None = None
+        self.finished = False  # a finish_reason or [DONE] arrived
+        self._have_response_id = False
+
+    def feed(self, chunk: Mapping[str, Any]) -> Iterator[AssistantMessageEvent]:
+        """Apply one chunk; yield the events it causes."""
+        b = self.b
+        if not self._have_response_id and chunk.get("id"):
+            self._have_response_id = True
+            b.set_response(response_id=str(chunk["id"]))
+        served = chunk.get("model")
+        if isinstance(served, str) and served and b.head.response_model is None:
+            b.set_response(response_model=served)
+        usage = chunk.get("usage")
+        if isinstance(usage, Mapping):
+            b.set_usage(parse_usage(usage, self.model))
+        choices = chunk.get("choices")
+        choice = choices[0] if isinstance(choices, list) and choices else None
+        if not isinstance(choice, Mapping):
+            return
+        if not isinstance(usage, Mapping) and isinstance(choice.get("usage"), Mapping):
+            b.set_usage(parse_usage(choice["usage"], self.model))  # Moonshot puts it here
+        if choice.get("finish_reason"):
+            self.finished = True
+            self.stop_reason, message = map_finish_reason(str(choice["finish_reason"]))
+            if message is not None:
+                self.error_message = message
+        delta = choice.get("delta")
+        if not isinstance(delta, Mapping):
+            return
+        content = delta.get("content")
+        if isinstance(content, str) and content:
+            if self.text is None:
+                self.text = b.open_text()
+                yield TextStartEvent(content_index=self.text, partial=b.snapshot())
+            b.append(self.text, content)
+            yield TextDeltaEvent(content_index=self.text, delta=content, partial=b.snapshot())
+        # Servers name the reasoning field differently; some send two with the same text.
+        for name in _REASONING_FIELDS:
+            value = delta.get(name)
+            if isinstance(value, str) and value:
+                if self.thinking is None:
+                    self.thinking = b.open_thinking(signature=name)
+                    yield ThinkingStartEvent(content_index=self.thinking, partial=b.snapshot())
+                b.append(self.thinking, value)
+                yield ThinkingDeltaEvent(
+                    content_index=self.thinking, delta=value, partial=b.snapshot()
+                )
+                break
+        calls = delta.get("tool_calls")
+        if isinstance(calls, list):
+            for call in calls:
+                if isinstance(call, Mapping):
+                    yield from self._tool_call(call)
+        details = delta.get("reasoning_details")
+        if isinstance(details, list):
+            for detail in details:
+                if (
+                    isinstance(detail, Mapping)
+                    and detail.get("type") == "reasoning.encrypted"
+                    and detail.get("id")
+                    and detail.get("data")
+                ):
+                    for i in range(len(b)):
+                        block = b.block(i)
+                        if isinstance(block, ToolCall) and block.id == detail["id"]:
+                            b.set_tool_call(i, thought_signature=_js_json(dict(detail)))
+                            break
+
+    def _tool_call(self, call: Mapping[str, Any]) -> Iterator[AssistantMessageEvent]:
+        b = self.b
+        stream_index = call.get("index") if isinstance(call.get("index"), int) else None
+        call_id = call.get("id") if isinstance(call.get("id"), str) else None
+        raw_fn = call.get("function")
+        fn: Mapping[str, Any] = raw_fn if isinstance(raw_fn, Mapping) else {}
+        name = fn.get("name") if isinstance(fn.get("name"), str) else None
+        i = self.by_index.get(stream_index) if stream_index is not None else None
+        if i is None and call_id:
+            i = self.by_id.get(call_id)
+        if i is None:
+            i = b.open_tool_call(call_id or "", name or "")
+            if stream_index is not None:
+                self.by_index[stream_index] = i
+            yield ToolCallStartEvent(content_index=i, partial=b.snapshot())
+        if stream_index is not None and stream_index not in self.by_index:
+            self.by_index[stream_index] = i
+        if call_id:
+            self.by_id[call_id] = i
+        current = b.block(i)
+        assert isinstance(current, ToolCall)
+        if not current.id and call_id:
+            b.set_tool_call(i, call_id=call_id)
+        if not current.name and name:
+            b.set_tool_call(i, name=name)
+        args = fn.get("arguments")
+        fragment = args if isinstance(args, str) else ""
+        if fragment:
+            b.append(i, fragment)
+        yield ToolCallDeltaEvent(content_index=i, delta=fragment, partial=b.snapshot())
+
+    def finish(self) -> Iterator[AssistantMessageEvent]:
+        """Close every block (in content order) and yield `done`; raise for a failed finish."""
+        b = self.b
+        for i in range(len(b)):
+            kind = b.kind(i)
+            if kind == "text":
+                yield TextEndEvent(content_index=i, content=b.text(i), partial=b.snapshot())
+            elif kind == "thinking":
+                yield ThinkingEndEvent(content_index=i, content=b.text(i), partial=b.snapshot())
+            else:
+                call = b.close_tool_call(i)
+                yield ToolCallEndEvent(content_index=i, tool_call=call, partial=b.snapshot())
+        if self.stop_reason in ("error", "aborted"):
+            raise ProviderError(self.error_message or "Provider returned an error stop reason")
+        reason = self.stop_reason
+        assert reason in ("stop", "length", "toolUse")
+        yield DoneEvent(reason=reason, message=b.message(reason))
+
+
+def _raw_metadata(error: object) -> str | None:
+    if isinstance(error, Mapping):
+        meta = error.get("metadata")
+        if isinstance(meta, Mapping) and meta.get("raw"):
+            return str(meta["raw"])
+    return None
+
+
+async def _produce(
+    model: Model,
+    context: Context,
+    options: StreamOptions,
+    effort: ThinkingLevel | None,
+    tool_choice: JsonValue,
+    conn: SseConnection,
+    b: PartialBuilder,
+) -> AsyncIterator[AssistantMessageEvent]:
+    api_key = options.api_key or env_api_key(model.provider) or ""
+    if not api_key:
+        raise ProviderError(
+            "OpenAI API key is required. Set OPENAI_API_KEY environment variable "
+            "or pass it as an argument."
+        )
+    compat = get_compat(model)
+    payload = await apply_payload_hook(
+        options,
+        build_params(
+            model, context, options, compat=compat, effort=effort, tool_choice=tool_choice
+        ),
+        model,
+    )
+    url = model.base_url.rstrip("/") + "/chat/completions"
+    try:
+        response = await conn.open(url, build_headers(model, options, api_key), payload)
+    except ProviderError as exc:
+        raw = _raw_metadata(exc.error_body)
+        if raw:  # OpenRouter explains upstream failures here
+            raise ProviderError(f"{exc.message}\n{raw}", exc.diagnostics) from exc
+        raise
+    await notify_response(options, response, model)
+    yield StartEvent(partial=b.snapshot())
+    parser = ChunkParser(b, model)
+    while (event := await conn.next_event()) is not None:
+        if event.data.startswith("[DONE]"):
+            parser.finished = True
+            break
+        chunk = parse_json_event(event)
+        error = chunk.get("error")
+        if error:
+            text = error.get("message") if isinstance(error, Mapping) else None
+            message = text if isinstance(text, str) and text else _js_json(error)
+            raw = _raw_metadata(error)
+            raise ProviderError(f"{message}\n{raw}" if raw else message)
+        for ev in parser.feed(chunk):
+            yield ev
+    signal = options.signal
+    if signal is not None and signal.aborted:
+        raise StreamAborted
+    if not parser.finished:
+        raise ProviderError("Stream ended without a finish reason")
+    for ev in parser.finish():
+        yield ev
+
+
+def stream_openai_completions(
+    model: Model,
+    context: Context,
+    options: StreamOptions | None = None,
+    *,
+    effort: ThinkingLevel | None = None,
+    tool_choice: JsonValue = None,
+) -> AssistantMessageEventStream:
+    """Stream a Chat Completions response (Pi's `streamOpenAICompletions`); never raises."""
+    opts = options or StreamOptions()
+    return provider_stream(
+        model, opts, partial(_produce, model, context, opts, effort, tool_choice)
+    )
+
+
+def stream_simple_openai_completions(
+    model: Model, context: Context, options: StreamOptions | None = None
+) -> AssistantMessageEventStream:
+    """Pi's `streamSimpleOpenAICompletions`: simple defaults, then the provider stream."""
+    opts = options or StreamOptions()
+    key = resolve_api_key(model, opts)
+    base = build_base_options(model, opts, key)
+    return stream_openai_completions(model, context, base, effort=reasoning_effort(model, opts))
+
+
+__all__ = [
+    "ChunkParser",
+    "CompletionsCompat",
+    "ThinkingFormat",
+    "build_headers",
+    "build_params",
+    "convert_messages",
+    "convert_tools",
+    "detect_compat",
+    "get_compat",
+    "map_finish_reason",
+    "parse_usage",
+    "resolve_cache_retention",
+    "stream_openai_completions",
+    "stream_simple_openai_completions",
+]
