@@ -19,6 +19,7 @@ from mule.effects._events import (
     TurnStart,
 )
 from mule.effects._identity import MuleIdentity, MuleIdentityKind
+from mule.effects._run import run, run_future
 from mule.effects._settings import (
     Listener,
     MuleCompletedTurn,
@@ -85,4 +86,6 @@ __all__ = [
     "TurnStart",
     "event_from_wire",
     "event_to_wire",
+    "run",
+    "run_future",
 ]

@@ -37,6 +37,11 @@ class _PartialEvent:
         """The response so far, as of this event."""
         return _resolve(self._partial)
 
+    @property
+    def partial_source(self) -> AssistantMessage | PartialSource:
+        """The partial as given: a message, or a lazy snapshot not yet materialised."""
+        return self._partial
+
     def _key(self) -> tuple[Any, ...]:
         return tuple(
             self.partial if a.name == "_partial" else getattr(self, a.name)

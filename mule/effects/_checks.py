@@ -1,0 +1,82 @@
+"""Input checks made before `run_start`: a bad input is a control error and emits nothing."""
+
+from __future__ import annotations
+
+import math
+
+from returns.result import Failure, Result, Success
+
+from mule.effects._errors import MuleError
+from mule.effects._settings import MuleRunInput
+from mule.effects._tools import ToolCompleted, ToolPending, ToolStarted
+from mule.pi._content import ToolCall
+from mule.pi._messages import (
+    SUCCESS_STOP_REASONS,
+    AssistantMessage,
+    ToolResultMessage,
+    UserMessage,
+)
+from mule.pi._validate import ToolSchemaError, ToolValidator
+
+
+def _control(message: str, cause: object | None = None) -> Failure[MuleError]:
+    return Failure(MuleError("control", message, cause))
+
+
+def check_input(inp: MuleRunInput) -> Result[None, MuleError]:
+    """Return a control error for input that violates Pi's continue rules or mule's own."""
+    for i, m in enumerate(inp.messages):
+        if type(m) not in (UserMessage, AssistantMessage, ToolResultMessage):
+            return _control(f"messages[{i}] is not a Pi message: {type(m).__name__}")
+    timeout = inp.model_stream_idle_timeout_ms
+    if timeout is not None and not (math.isfinite(timeout) and timeout > 0):
+        return _control(f"model_stream_idle_timeout_ms must be finite and > 0, got {timeout}")
+    names: set[str] = set()
+    for tool in inp.tools:
+        name = tool.descriptor.name
+        if name in names:
+            return _control(f"duplicate tool name: {name}")
+        names.add(name)
+        try:
+            ToolValidator.for_tool(tool.descriptor)
+        except ToolSchemaError as exc:
+            return _control(str(exc), exc)
+    if inp.tool_execution not in ("parallel", "sequential"):
+        return _control(f"tool_execution must be parallel or sequential: {inp.tool_execution!r}")
+    resume = inp.resume
+    if resume is None:
+        if not inp.messages:
+            return _control("Cannot continue: no messages in context")
+        if type(inp.messages[-1]) is AssistantMessage:
+            return _control("Cannot continue from message role: assistant")
+        return Success(None)
+    message = resume.message
+    given: object = message  # typed callers cannot get this wrong; untyped ones can
+    if type(given) is not AssistantMessage:
+        return _control("resume.message must be an assistant message")
+    if message.stop_reason not in SUCCESS_STOP_REASONS:
+        return _control(f"resume.message has stopReason {message.stop_reason}: nothing to resume")
+    if inp.messages and type(inp.messages[-1]) is AssistantMessage:
+        return _control("messages before resume.message must not end with an assistant message")
+    call_ids = [b.id for b in message.content if type(b) is ToolCall]
+    if len(set(call_ids)) != len(call_ids):
+        return _control("resume.message has duplicate tool-call ids")
+    for m in inp.messages:
+        if type(m) is ToolResultMessage and m.tool_call_id in call_ids:
+            return _control(f"messages already hold a result for resumed call {m.tool_call_id}")
+    seen: set[str] = set()
+    for cp in resume.tools:
+        if type(cp) not in (ToolPending, ToolStarted, ToolCompleted):
+            return _control(f"not a tool checkpoint: {type(cp).__name__}")
+        cid = cp.call.id
+        if cid not in call_ids:
+            return _control(f"checkpoint for unknown tool call {cid}")
+        if cid in seen:
+            return _control(f"two checkpoints for tool call {cid}")
+        seen.add(cid)
+        if type(cp) is ToolCompleted and cp.message is not None and cp.message.tool_call_id != cid:
+            return _control(f"checkpoint message for {cid} answers {cp.message.tool_call_id}")
+    return Success(None)
+
+
+__all__ = ["check_input"]

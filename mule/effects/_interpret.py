@@ -1,0 +1,416 @@
+"""The interpreter: performs the pure machine's commands on anyio and feeds back the facts.
+
+One task drives the machine and awaits the listener for each event (back-pressure, as in
+Pi's Agent). Model streams are pulled inline in that task; tool executors run in their own
+tasks and report parts through an inbox. The run's abort signal reaches every callback;
+cancellation ends the run with nothing but `run_end(cancelled)`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import math
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, cast
+
+import anyio
+from anyio.abc import TaskGroup
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from attrs import evolve
+from returns.result import Failure, Result, Success
+
+from mule._abort import AbortController, AbortSignal, child_controller
+from mule.effects._errors import MuleError, MulePhase
+from mule.effects._events import EVENT_TYPES, MuleEvent
+from mule.effects._protocol import (
+    AskFollowUp,
+    AskRetryAfter,
+    AskSteering,
+    AskStop,
+    Began,
+    CallModel,
+    CancelRequested,
+    CloseModel,
+    CloseTool,
+    Command,
+    Fact,
+    Finish,
+    KeyResolved,
+    ListenerFailed,
+    MessagesAnswered,
+    PrepareTool,
+    PullModel,
+    PullTool,
+    ResolveKey,
+    RetryAfterAnswered,
+    Sleep,
+    Slept,
+    StartTools,
+    StopAnswered,
+    StreamExhausted,
+    StreamIdled,
+    StreamOpened,
+    ToolExhausted,
+    ToolPartArrived,
+    ToolPrepared,
+    WorkFailed,
+)
+from mule.effects._settings import Listener, MuleRunInput, MuleStreamFunction
+from mule.effects._state import RunState
+from mule.effects._tools import MuleToolExecutionPart, MuleToolPrepared
+from mule.effects._transition import step
+from mule.pi._events import (
+    DoneEvent,
+    ErrorEvent,
+    StartEvent,
+    TextDeltaEvent,
+    TextEndEvent,
+    TextStartEvent,
+    ThinkingDeltaEvent,
+    ThinkingEndEvent,
+    ThinkingStartEvent,
+    ToolCallDeltaEvent,
+    ToolCallEndEvent,
+    ToolCallStartEvent,
+)
+from mule.pi._messages import AssistantMessage
+from mule.pi._stream import AssistantMessageEventStream
+
+_EVENTS = frozenset(EVENT_TYPES.values())
+_PI_EVENTS = frozenset(
+    {
+        StartEvent,
+        TextStartEvent,
+        TextDeltaEvent,
+        TextEndEvent,
+        ThinkingStartEvent,
+        ThinkingDeltaEvent,
+        ThinkingEndEvent,
+        ToolCallStartEvent,
+        ToolCallDeltaEvent,
+        ToolCallEndEvent,
+        DoneEvent,
+        ErrorEvent,
+    }
+)
+_PULL = "pull"
+_CLOSE = "close"
+
+
+def now_ms() -> int:
+    """Wall-clock milliseconds, as Pi stamps messages."""
+    return int(time.time() * 1000)
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _failed(phase: MulePhase, what: str, exc: BaseException) -> WorkFailed:
+    return WorkFailed(MuleError(phase, f"{what}: {_describe(exc)}", exc))
+
+
+class _ToolRun:
+    """The interpreter's handle on one executing tool: a channel of pull/close orders."""
+
+    __slots__ = ("orders",)
+
+    def __init__(self, orders: MemoryObjectSendStream[str]) -> None:
+        self.orders = orders
+
+
+class Interpreter:
+    """Runs one run's commands; holds the live resources the pure state only names."""
+
+    def __init__(
+        self,
+        inp: MuleRunInput,
+        stream_fn: MuleStreamFunction,
+        listener: Listener | None,
+        run: AbortController,
+        tg: TaskGroup,
+    ) -> None:
+        self.inp = inp
+        self.stream_fn = stream_fn
+        self.listener = listener
+        self.run = run
+        self.signal: AbortSignal = run.signal
+        self.tg = tg
+        self.state: RunState | None = None
+        self.stream: AssistantMessageEventStream | None = None
+        self.attempt: AbortController | None = None
+        self.detach_attempt: Any = None
+        self.deadline: float | None = None
+        self.last_event: object = None
+        self.prepared: dict[int, MuleToolPrepared] = {}
+        self.tools: dict[int, _ToolRun] = {}
+        send, recv = anyio.create_memory_object_stream[Fact](math.inf)
+        self.inbox_send: MemoryObjectSendStream[Fact] = send
+        self.inbox: MemoryObjectReceiveStream[Fact] = recv
+        idle = inp.model_stream_idle_timeout_ms
+        self.idle_s: float | None = None if idle is None else idle / 1000
+
+    async def drive(self, state: RunState) -> Finish:
+        """Run the machine from `state` until it finishes (cancellation propagates)."""
+        self.state = state
+        queue: deque[Command] = deque()
+        self._feed(Began(), queue)
+        listener = self.listener
+        signal = self.signal
+        while True:
+            if not queue:
+                self._feed(await self.inbox.receive(), queue)
+                continue
+            cmd = queue.popleft()
+            kind = type(cmd)
+            if kind in _EVENTS:
+                if listener is None:
+                    continue
+                try:
+                    res = await listener(cast(MuleEvent, cmd), signal)
+                except Exception as exc:  # a Result listener that raised anyway
+                    res = Failure(MuleError("listener", _describe(exc), exc))
+                if isinstance(res, Failure):
+                    queue.clear()
+                    self._feed(ListenerFailed(res.failure()), queue)
+                continue
+            if kind is PullModel:
+                fact: Fact | None = await self._pull_model()
+            elif kind is Finish:
+                return cmd  # type: ignore[return-value]
+            else:
+                fact = await self._perform(cmd)
+            if fact is not None:
+                self._feed(fact, queue)
+
+    def _feed(self, fact: Fact, queue: deque[Command]) -> None:
+        assert self.state is not None
+        self.state, commands = step(self.state, fact)
+        queue.extend(commands)
+
+    async def finish_cancelled(self, reason: str) -> Finish:
+        """Feed the cancellation to the machine and emit its `run_end` (nothing else)."""
+        assert self.state is not None
+        queue: deque[Command] = deque()
+        self._feed(CancelRequested(reason, now_ms()), queue)
+        while queue:
+            cmd = queue.popleft()
+            if type(cmd) in _EVENTS:
+                if self.listener is not None:
+                    try:
+                        res = await self.listener(cast(MuleEvent, cmd), self.signal)
+                    except Exception as exc:
+                        res = Failure(MuleError("listener", _describe(exc), exc))
+                    if isinstance(res, Failure):
+                        return Finish(None, res.failure())
+            elif isinstance(cmd, Finish):
+                return cmd
+        raise AssertionError("a cancelled run did not finish")
+
+    # -- the model --------------------------------------------------------------------------
+
+    async def _open_model(self, cmd: CallModel) -> Fact:
+        if self.detach_attempt is not None:
+            self.detach_attempt()
+        self.attempt, self.detach_attempt = child_controller(self.signal)
+        options = evolve(cmd.options, signal=self.attempt.signal)
+        self.last_event = None
+        if self.idle_s is not None:
+            self.deadline = anyio.current_time() + self.idle_s
+        try:
+            made = self.stream_fn(self.inp.model, cmd.context, options)
+            if inspect.isawaitable(made):
+                if self.deadline is None:
+                    made = await made
+                else:
+                    with anyio.move_on_after(self.deadline - anyio.current_time()):
+                        made = await made
+                    if inspect.isawaitable(made):  # timed out waiting for the stream
+                        return self._idled()
+        except Exception as exc:
+            return _failed("model", "the stream function failed", exc)
+        if not hasattr(made, "__anext__"):
+            return WorkFailed(
+                MuleError("model", f"the stream function returned {type(made).__name__}", made)
+            )
+        self.stream = made
+        return StreamOpened()
+
+    def _idled(self) -> Fact:
+        if self.attempt is not None:
+            self.attempt.abort(TimeoutError("model stream idle timeout"))
+        last = self.last_event
+        partial = getattr(last, "partial", None) if last is not None else None
+        return StreamIdled(partial if type(partial) is AssistantMessage else None, now_ms())
+
+    async def _pull_model(self) -> Fact:
+        stream = self.stream
+        assert stream is not None
+        try:
+            if self.deadline is None:
+                event = await stream.__anext__()
+            else:
+                with anyio.move_on_after(self.deadline - anyio.current_time()) as scope:
+                    event = await stream.__anext__()
+                if scope.cancelled_caught:
+                    return self._idled()
+                self.deadline = anyio.current_time() + cast(float, self.idle_s)
+        except StopAsyncIteration:
+            return StreamExhausted()
+        except Exception as exc:
+            return _failed("model", "the model stream raised", exc)
+        if type(event) not in _PI_EVENTS:
+            return WorkFailed(
+                MuleError("model", f"the model stream yielded {type(event).__name__}", event)
+            )
+        self.last_event = event
+        return cast(Fact, event)
+
+    async def _close_model(self) -> None:
+        stream, self.stream = self.stream, None
+        self.deadline = None
+        if self.detach_attempt is not None:
+            self.detach_attempt()
+            self.detach_attempt = None
+        aclose = getattr(stream, "aclose", None)
+        if aclose is not None:
+            with contextlib.suppress(Exception):  # releasing a stream must not fail the run
+                await aclose()
+
+    # -- everything else --------------------------------------------------------------------
+
+    async def _perform(self, cmd: Command) -> Fact | None:
+        kind = type(cmd)
+        inp = self.inp
+        signal = self.signal
+        if kind is CallModel:
+            return await self._open_model(cast(CallModel, cmd))
+        if kind is CloseModel:
+            await self._close_model()
+            return None
+        if kind is PrepareTool:
+            return await self._prepare(cast(PrepareTool, cmd))
+        if kind is StartTools:
+            for i in cast(StartTools, cmd).indices:
+                self._start_tool(i)
+            return None
+        if kind is PullTool:
+            await self.tools[cast(PullTool, cmd).index].orders.send(_PULL)
+            return None
+        if kind is CloseTool:
+            run = self.tools.pop(cast(CloseTool, cmd).index)
+            await run.orders.send(_CLOSE)
+            return None
+        if kind is ResolveKey:
+            assert inp.resolve_api_key is not None
+            provider = cast(ResolveKey, cmd).provider
+            key = await _call("model", "resolve_api_key", inp.resolve_api_key, provider, signal)
+            return key if isinstance(key, WorkFailed) else KeyResolved(cast(str | None, key))
+        if kind is AskSteering or kind is AskFollowUp:
+            hook = inp.get_steering_messages if kind is AskSteering else inp.get_follow_up_messages
+            assert hook is not None
+            name = "get_steering_messages" if kind is AskSteering else "get_follow_up_messages"
+            got = await _call("control", name, hook, signal)
+            return got if isinstance(got, WorkFailed) else MessagesAnswered(tuple(got))
+        if kind is AskStop:
+            assert inp.should_stop_after_turn is not None
+            turn = cast(AskStop, cmd).turn
+            got = await _call(
+                "control", "should_stop_after_turn", inp.should_stop_after_turn, turn, signal
+            )
+            return got if isinstance(got, WorkFailed) else StopAnswered(bool(got))
+        if kind is AskRetryAfter:
+            assert inp.retry_after_ms is not None
+            ms: object
+            try:
+                ms = inp.retry_after_ms(cast(AskRetryAfter, cmd).message)
+            except Exception as exc:
+                return _failed("control", "retry_after_ms raised", exc)
+            if ms is not None and (type(ms) is bool or not isinstance(ms, int | float)):
+                return WorkFailed(MuleError("control", f"retry_after_ms returned {ms!r}", ms))
+            return RetryAfterAnswered(None if ms is None else float(ms))
+        if kind is Sleep:
+            await anyio.sleep(cast(Sleep, cmd).ms / 1000)
+            return Slept()
+        raise AssertionError(f"unknown command {cmd!r}")
+
+    async def _prepare(self, cmd: PrepareTool) -> Fact:
+        tool = next(t for t in self.inp.tools if t.descriptor.name == cmd.call.name)
+        what = f"prepare of tool {tool.descriptor.name}"
+        got = await _call("tool", what, tool.prepare, cmd.call, self.signal)
+        if isinstance(got, WorkFailed):
+            return got
+        if type(got) is MuleToolPrepared:
+            self.prepared[cmd.index] = got
+        return ToolPrepared(cmd.index, got, now_ms())
+
+    def _start_tool(self, index: int) -> None:
+        prepared = self.prepared.pop(index)
+        send, recv = anyio.create_memory_object_stream[str](1)
+        self.tools[index] = _ToolRun(send)
+        self.tg.start_soon(self._execute, index, prepared, recv)
+
+    async def _execute(
+        self, index: int, prepared: MuleToolPrepared, orders: MemoryObjectReceiveStream[str]
+    ) -> None:
+        inbox = self.inbox_send
+        try:
+            parts: AsyncIterator[Result[MuleToolExecutionPart, MuleError]] = prepared.execute(
+                self.signal
+            )
+        except Exception as exc:
+            await inbox.send(_failed("tool", "tool execute raised", exc))
+            return
+        try:
+            while True:
+                try:
+                    got = await parts.__anext__()
+                except StopAsyncIteration:
+                    await inbox.send(ToolExhausted(index))
+                    return
+                except Exception as exc:
+                    await inbox.send(_failed("tool", "tool execution raised", exc))
+                    return
+                if isinstance(got, Failure):
+                    await inbox.send(WorkFailed(got.failure()))
+                    return
+                part = got.unwrap() if isinstance(got, Success) else got
+                if type(part) is not MuleToolExecutionPart:
+                    await inbox.send(
+                        WorkFailed(MuleError("tool", f"a tool yielded {type(part).__name__}", part))
+                    )
+                    return
+                await inbox.send(ToolPartArrived(index, part, now_ms()))
+                if await orders.receive() == _CLOSE:
+                    return
+        finally:
+            aclose = getattr(parts, "aclose", None)
+            if aclose is not None:
+                # The result is already in: a failing cleanup is moot.
+                with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
+                    await aclose()
+
+
+async def _call(
+    phase: MulePhase,
+    what: str,
+    fn: Callable[..., Awaitable[Result[Any, MuleError]]],
+    *args: Any,
+) -> Any:
+    """Call a Result-returning callback; return its value, or a `WorkFailed` fact."""
+    try:
+        res = await fn(*args)
+    except Exception as exc:
+        return _failed(phase, f"{what} raised", exc)
+    if isinstance(res, Failure):
+        return WorkFailed(res.failure())
+    if isinstance(res, Success):
+        return res.unwrap()
+    return WorkFailed(MuleError(phase, f"{what} returned {type(res).__name__}, not a Result", res))
+
+
+__all__ = ["Interpreter", "now_ms"]

@@ -1,0 +1,332 @@
+"""The pure machine's vocabulary: facts it is told and commands it asks for."""
+
+from __future__ import annotations
+
+from typing import TypeAlias, final
+
+from attrs import frozen
+
+from mule.effects._errors import MuleError
+from mule.effects._events import MuleEvent
+from mule.effects._settings import MuleCompletedTurn, MuleRunOutcome
+from mule.effects._tools import MuleToolExecutionPart, MuleToolPreparation
+from mule.pi._content import ToolCall
+from mule.pi._context import Context, StreamOptions
+from mule.pi._events import AssistantMessageEvent
+from mule.pi._messages import AssistantMessage, Message
+
+# -- facts (past tense): what happened --------------------------------------------------------
+
+
+@final
+@frozen
+class Began:
+    """The run was asked to start."""
+
+
+@final
+@frozen
+class KeyResolved:
+    """`resolve_api_key` answered (None or "" falls back to the stream options' key)."""
+
+    key: str | None
+
+
+@final
+@frozen
+class StreamOpened:
+    """The stream function returned a stream."""
+
+
+@final
+@frozen
+class StreamExhausted:
+    """The model stream ended without a terminal event."""
+
+
+@final
+@frozen
+class StreamIdled:
+    """No provider event arrived within the idle timeout; `last` is the last partial seen."""
+
+    last: AssistantMessage | None
+    now_ms: int
+
+
+@final
+@frozen
+class ToolPrepared:
+    """A tool's `prepare` answered for call `index`."""
+
+    index: int
+    preparation: MuleToolPreparation
+    now_ms: int
+
+
+@final
+@frozen
+class ToolPartArrived:
+    """The executor of call `index` yielded a part."""
+
+    index: int
+    part: MuleToolExecutionPart
+    now_ms: int
+
+
+@final
+@frozen
+class ToolExhausted:
+    """The executor of call `index` ended without a result part."""
+
+    index: int
+
+
+@final
+@frozen
+class MessagesAnswered:
+    """A steering or follow-up poll answered."""
+
+    messages: tuple[Message, ...]
+
+
+@final
+@frozen
+class StopAnswered:
+    """The stop hook answered."""
+
+    stop: bool
+
+
+@final
+@frozen
+class RetryAfterAnswered:
+    """`retry_after_ms` answered for the failed attempt."""
+
+    ms: float | None
+
+
+@final
+@frozen
+class Slept:
+    """A requested sleep is over."""
+
+
+@final
+@frozen
+class WorkFailed:
+    """A callback or the stream function failed with a typed error."""
+
+    error: MuleError
+
+
+@final
+@frozen
+class CancelRequested:
+    """The run was interrupted (its signal aborted, or its task was cancelled)."""
+
+    reason: str
+    now_ms: int
+
+
+@final
+@frozen
+class ListenerFailed:
+    """The listener failed on an event."""
+
+    error: MuleError
+
+
+Fact: TypeAlias = (
+    Began
+    | KeyResolved
+    | StreamOpened
+    | AssistantMessageEvent
+    | StreamExhausted
+    | StreamIdled
+    | ToolPrepared
+    | ToolPartArrived
+    | ToolExhausted
+    | MessagesAnswered
+    | StopAnswered
+    | RetryAfterAnswered
+    | Slept
+    | WorkFailed
+    | CancelRequested
+    | ListenerFailed
+)
+
+# -- commands (imperative): what the interpreter should do ------------------------------------
+# A MuleEvent in the command list means "emit this event" (no wrapper: the per-event path is hot).
+
+
+@final
+@frozen
+class ResolveKey:
+    """Call `resolve_api_key(provider)`; answer `KeyResolved` or `WorkFailed`."""
+
+    provider: str
+
+
+@final
+@frozen
+class CallModel:
+    """Call the stream function (with the attempt's signal); answer `StreamOpened`."""
+
+    context: Context
+    options: StreamOptions
+
+
+@final
+@frozen
+class PullModel:
+    """Pull the next model event; answer with it, `StreamExhausted` or `StreamIdled`."""
+
+
+PULL_MODEL = PullModel()
+
+
+@final
+@frozen
+class CloseModel:
+    """Release the current model stream (no answer)."""
+
+
+CLOSE_MODEL = CloseModel()
+
+
+@final
+@frozen
+class PrepareTool:
+    """Call the tool's `prepare` for call `index`; answer `ToolPrepared` or `WorkFailed`."""
+
+    index: int
+    call: ToolCall
+
+
+@final
+@frozen
+class StartTools:
+    """Start executing the prepared calls; each answers with its first `ToolPartArrived`."""
+
+    indices: tuple[int, ...]
+
+
+@final
+@frozen
+class PullTool:
+    """Pull the next part of call `index`'s executor."""
+
+    index: int
+
+
+@final
+@frozen
+class CloseTool:
+    """Close call `index`'s executor (its result arrived); no answer."""
+
+    index: int
+
+
+@final
+@frozen
+class AskSteering:
+    """Poll steering messages; answer `MessagesAnswered`."""
+
+
+@final
+@frozen
+class AskFollowUp:
+    """Poll follow-up messages; answer `MessagesAnswered`."""
+
+
+@final
+@frozen
+class AskStop:
+    """Ask the stop hook about a completed turn; answer `StopAnswered`."""
+
+    turn: MuleCompletedTurn
+
+
+@final
+@frozen
+class AskRetryAfter:
+    """Ask `retry_after_ms` about a failed attempt; answer `RetryAfterAnswered`."""
+
+    message: AssistantMessage
+
+
+@final
+@frozen
+class Sleep:
+    """Sleep `ms` milliseconds (cancellable); answer `Slept`."""
+
+    ms: float
+
+
+@final
+@frozen
+class Finish:
+    """The run is over: a completed or cancelled outcome, or a typed failure."""
+
+    outcome: MuleRunOutcome | None
+    error: MuleError | None = None
+
+
+ASK_STEERING = AskSteering()
+ASK_FOLLOW_UP = AskFollowUp()
+
+Command: TypeAlias = (
+    MuleEvent
+    | ResolveKey
+    | CallModel
+    | PullModel
+    | CloseModel
+    | PrepareTool
+    | StartTools
+    | PullTool
+    | CloseTool
+    | AskSteering
+    | AskFollowUp
+    | AskStop
+    | AskRetryAfter
+    | Sleep
+    | Finish
+)
+
+__all__ = [
+    "ASK_FOLLOW_UP",
+    "ASK_STEERING",
+    "CLOSE_MODEL",
+    "PULL_MODEL",
+    "AskFollowUp",
+    "AskRetryAfter",
+    "AskSteering",
+    "AskStop",
+    "Began",
+    "CallModel",
+    "CancelRequested",
+    "CloseModel",
+    "CloseTool",
+    "Command",
+    "Fact",
+    "Finish",
+    "KeyResolved",
+    "ListenerFailed",
+    "MessagesAnswered",
+    "PrepareTool",
+    "PullModel",
+    "PullTool",
+    "ResolveKey",
+    "RetryAfterAnswered",
+    "Sleep",
+    "Slept",
+    "StartTools",
+    "StopAnswered",
+    "StreamExhausted",
+    "StreamIdled",
+    "StreamOpened",
+    "ToolExhausted",
+    "ToolPartArrived",
+    "ToolPrepared",
+    "WorkFailed",
+]

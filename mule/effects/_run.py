@@ -1,0 +1,135 @@
+"""The Effect root: `run(input, listener, signal) -> Result[MuleRunOutcome, MuleError]`."""
+
+from __future__ import annotations
+
+import anyio
+from returns.future import FutureResult
+from returns.result import Failure, Result, Success
+
+from mule._abort import AbortController, AbortSignal, as_exception, child_controller
+from mule.effects._checks import check_input
+from mule.effects._errors import MuleError
+from mule.effects._identity import MuleIdentity
+from mule.effects._interpret import Interpreter, now_ms
+from mule.effects._settings import Listener, MuleRunInput, MuleRunOutcome, MuleStreamFunction
+from mule.effects._state import RunConfig
+from mule.effects._transition import initial_state
+from mule.pi._content import TextContent
+from mule.pi._context import StreamOptions
+from mule.pi._messages import ZERO_USAGE, AssistantMessage
+
+RUN_IDENTITY = MuleIdentity("run", "run:0")
+
+
+def _config(inp: MuleRunInput) -> RunConfig:
+    return RunConfig(
+        run=RUN_IDENTITY,
+        model=inp.model,
+        system_prompt=inp.system_prompt,
+        stream_options=inp.stream_options or StreamOptions(),
+        tools={t.descriptor.name: t for t in inp.tools},
+        descriptors=tuple(t.descriptor for t in inp.tools) or None,
+        sequential=inp.tool_execution == "sequential",
+        retry=inp.retry,
+        resume=inp.resume,
+        has_key_hook=inp.resolve_api_key is not None,
+        has_steering=inp.get_steering_messages is not None,
+        has_follow_up=inp.get_follow_up_messages is not None,
+        has_stop=inp.should_stop_after_turn is not None,
+        has_retry_after=inp.retry_after_ms is not None,
+        idle_timeout_ms=inp.model_stream_idle_timeout_ms,
+    )
+
+
+def _default_stream() -> MuleStreamFunction:
+    from mule.pi.providers._simple import stream_simple
+
+    return stream_simple
+
+
+def _reason_text(reason: object) -> str:
+    return str(as_exception(reason)) or "The operation was aborted"
+
+
+def _cancelled_before_start(inp: MuleRunInput, reason: object) -> MuleRunOutcome:
+    m = inp.model
+    message = AssistantMessage(
+        content=(TextContent(""),),
+        api=m.api,
+        provider=m.provider,
+        model=m.id,
+        usage=ZERO_USAGE,
+        stop_reason="aborted",
+        timestamp=now_ms(),
+        error_message=_reason_text(reason),
+    )
+    terminal = MuleIdentity("terminal", "terminal:0", RUN_IDENTITY)
+    return MuleRunOutcome(
+        status="cancelled", run=RUN_IDENTITY, terminal=terminal, message=message, messages=()
+    )
+
+
+async def run(
+    inp: MuleRunInput, listener: Listener | None = None, signal: AbortSignal | None = None
+) -> Result[MuleRunOutcome, MuleError]:
+    """Run one complete Pi model/tool loop.
+
+    Returns `Success(outcome)` when the run completed or was cancelled through `signal`
+    (`outcome.status` says which), and `Failure(MuleError)` when it failed. Cancelling the
+    calling task emits `run_end(cancelled)` and re-raises the backend's cancellation.
+    """
+    checked = check_input(inp)
+    if isinstance(checked, Failure):
+        return checked
+    if signal is not None and signal.aborted:
+        return Success(_cancelled_before_start(inp, signal.reason))
+    controller, detach = (
+        child_controller(signal) if signal is not None else (AbortController(), _nothing)
+    )
+    stream_fn = inp.stream or _default_stream()
+    state = initial_state(_config(inp), inp.messages)
+    try:
+        async with anyio.create_task_group() as tg:
+            interp = Interpreter(inp, stream_fn, listener, controller, tg)
+
+            async def watch(scope: anyio.CancelScope) -> None:
+                await controller.signal.wait()
+                scope.cancel()
+
+            try:
+                with anyio.CancelScope() as scope:
+                    tg.start_soon(watch, scope)
+                    finish = await interp.drive(state)
+                if scope.cancelled_caught:
+                    finish = await interp.finish_cancelled(_reason_text(controller.signal.reason))
+            except anyio.get_cancelled_exc_class():
+                controller.abort(anyio.get_cancelled_exc_class().__name__)
+                with anyio.CancelScope(shield=True):
+                    await interp.finish_cancelled("The run's task was cancelled")
+                raise
+            finally:
+                if not controller.signal.aborted and interp.tools:
+                    controller.abort("the run ended")
+                tg.cancel_scope.cancel()
+    finally:
+        detach()
+    if finish.error is not None:
+        if finish.error.phase == "listener" and not controller.signal.aborted:
+            controller.abort(finish.error.message)
+        return Failure(finish.error)
+    assert finish.outcome is not None
+    return Success(finish.outcome)
+
+
+def run_future(
+    inp: MuleRunInput, listener: Listener | None = None, signal: AbortSignal | None = None
+) -> FutureResult[MuleRunOutcome, MuleError]:
+    """Return `run(...)` as a `FutureResult`, for `returns` pipelines."""
+    return FutureResult(run(inp, listener, signal))
+
+
+def _nothing() -> None:
+    return None
+
+
+__all__ = ["RUN_IDENTITY", "run", "run_future"]

@@ -1,0 +1,179 @@
+"""The run's immutable state: static configuration plus the phase the loop is in."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Literal, TypeAlias, final
+
+from attrs import frozen
+
+from mule.effects._identity import MuleIdentity
+from mule.effects._settings import MuleResume
+from mule.effects._tools import MuleTool, MuleToolResult
+from mule.pi._content import ToolCall
+from mule.pi._context import StreamOptions, Tool
+from mule.pi._messages import AssistantMessage, Message, ToolResultMessage
+from mule.pi._model import Model
+from mule.pi._retry import RetryPolicy
+
+
+@final
+@frozen
+class RunConfig:
+    """What does not change during a run."""
+
+    run: MuleIdentity
+    model: Model
+    system_prompt: str
+    stream_options: StreamOptions
+    tools: Mapping[str, MuleTool]
+    descriptors: tuple[Tool, ...] | None
+    sequential: bool
+    retry: RetryPolicy | None
+    resume: MuleResume | None
+    has_key_hook: bool
+    has_steering: bool
+    has_follow_up: bool
+    has_stop: bool
+    has_retry_after: bool
+    idle_timeout_ms: float | None
+
+
+@final
+@frozen
+class NotStarted:
+    """Before `Began`."""
+
+
+@final
+@frozen
+class Polling:
+    """Waiting for the steering or follow-up poll."""
+
+    kind: Literal["steering", "follow_up"]
+
+
+@final
+@frozen
+class ResolvingKey:
+    """Waiting for `resolve_api_key` before attempt `attempt`."""
+
+    attempt: int
+
+
+@final
+@frozen
+class Streaming:
+    """Model attempt `attempt` is open (`started` once its `start` event arrived)."""
+
+    attempt: int
+    turn: MuleIdentity
+    message: MuleIdentity
+    opened: bool
+    started: bool
+
+
+@final
+@frozen
+class AwaitingRetryAfter:
+    """Waiting for `retry_after_ms` before backing off from attempt `attempt`."""
+
+    attempt: int
+    backoff_ms: float
+
+
+@final
+@frozen
+class BackingOff:
+    """Sleeping before attempt `attempt + 1`."""
+
+    attempt: int
+
+
+@final
+@frozen
+class Batch:
+    """One assistant message's tool calls, from the first start to the last result message."""
+
+    message: AssistantMessage
+    calls: tuple[ToolCall, ...]
+    ids: tuple[MuleIdentity, ...]
+    # Which calls run (resume may settle some from checkpoints); in source order.
+    todo: tuple[int, ...]
+    results: tuple[MuleToolResult | None, ...]
+    # Result messages built so far; on resume, committed ones are reused verbatim.
+    messages: tuple[ToolResultMessage | None, ...]
+    sequential: bool
+    # Parallel: position in `todo` of the prepare pass; sequential: the call index.
+    cursor: int
+    prepared: tuple[int, ...]
+    running: int
+
+
+@final
+@frozen
+class RunningTools:
+    """A tool batch is in progress."""
+
+    batch: Batch
+
+
+@final
+@frozen
+class AwaitingStop:
+    """Waiting for the stop hook; `more` says whether the tool batch asked for another turn."""
+
+    more: bool
+
+
+@final
+@frozen
+class Over:
+    """The run finished; nothing more may happen."""
+
+
+Phase: TypeAlias = (
+    NotStarted
+    | Polling
+    | ResolvingKey
+    | Streaming
+    | AwaitingRetryAfter
+    | BackingOff
+    | RunningTools
+    | AwaitingStop
+    | Over
+)
+
+
+@final
+@frozen
+class RunState:
+    """The whole state of one run between two facts."""
+
+    cfg: RunConfig
+    phase: Phase
+    next_id: int = 1
+    clock: int = 0
+    context: tuple[Message, ...] = ()
+    new: tuple[Message, ...] = ()
+    turn: MuleIdentity | None = None
+    first_turn: bool = True
+    more: bool = False
+    last_assistant: AssistantMessage | None = None
+
+
+__all__ = [
+    "AwaitingRetryAfter",
+    "AwaitingStop",
+    "BackingOff",
+    "Batch",
+    "NotStarted",
+    "Over",
+    "Phase",
+    "Polling",
+    "ResolvingKey",
+    "RunConfig",
+    "RunState",
+    "RunningTools",
+    "Streaming",
+]
