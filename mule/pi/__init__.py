@@ -21,6 +21,7 @@ from mule.pi._context import (
     Tool,
     Transport,
 )
+from mule.pi._cost import calculate_cost
 from mule.pi._events import (
     AssistantMessageEvent,
     BlockEvent,
@@ -58,12 +59,21 @@ from mule.pi._messages import (
 from mule.pi._model import InputKind, Model, ModelCost, ModelThinkingLevel, ThinkingLevel
 from mule.pi._partial import PartialBuilder, PartialSnapshot
 from mule.pi._partial_json import parse_streaming_json
+from mule.pi._retry import (
+    PI_CODING_AGENT_RETRY_DEFAULTS,
+    RetryPolicy,
+    is_retryable_assistant_error,
+    retry_delay_ms,
+)
 from mule.pi._stream import AssistantMessageEventStream, IncompleteStreamError
+from mule.pi._validate import (
+    ToolArgumentsError,
+    ToolSchemaError,
+    ToolValidator,
+    validate_tool_arguments,
+)
 
 __all__ = [
-    "FAILURE_STOP_REASONS",
-    "SUCCESS_STOP_REASONS",
-    "ZERO_USAGE",
     "AbortController",
     "AbortError",
     "AbortSignal",
@@ -78,6 +88,7 @@ __all__ = [
     "DiagnosticError",
     "DoneEvent",
     "ErrorEvent",
+    "FAILURE_STOP_REASONS",
     "ImageContent",
     "IncompleteStreamError",
     "InputKind",
@@ -87,11 +98,14 @@ __all__ = [
     "Model",
     "ModelCost",
     "ModelThinkingLevel",
+    "PI_CODING_AGENT_RETRY_DEFAULTS",
     "PartialBuilder",
     "PartialSnapshot",
     "PartialSource",
     "PayloadHook",
     "ProviderResponse",
+    "RetryPolicy",
+    "SUCCESS_STOP_REASONS",
     "SimpleStreamOptions",
     "StartEvent",
     "StopReason",
@@ -108,21 +122,29 @@ __all__ = [
     "ThinkingLevel",
     "ThinkingStartEvent",
     "Tool",
+    "ToolArgumentsError",
     "ToolCall",
     "ToolCallDeltaEvent",
     "ToolCallEndEvent",
     "ToolCallStartEvent",
     "ToolResultMessage",
+    "ToolSchemaError",
+    "ToolValidator",
     "Transport",
     "Usage",
     "UsageCost",
     "UserContent",
     "UserMessage",
     "WireError",
+    "ZERO_USAGE",
+    "calculate_cost",
     "camel",
     "decode",
     "from_wire",
+    "is_retryable_assistant_error",
     "parse_streaming_json",
+    "retry_delay_ms",
     "text_of",
     "to_wire",
+    "validate_tool_arguments",
 ]
