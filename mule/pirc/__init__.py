@@ -1,0 +1,68 @@
+"""The pi RPC bridge: drive `pi --mode rpc` from anyio, as mule events with causal identities."""
+
+from mule.pirc._bridge import Bridge, BridgeStats, EventCallback, Job, Subscription
+from mule.pirc._buffer import BufferStats, EventBuffer
+from mule.pirc._commands import (
+    BridgeError,
+    CommandFailed,
+    CommandTimeout,
+    JobTimeout,
+    ProcessExited,
+    QueueMode,
+    StreamingBehavior,
+)
+from mule.pirc._config import DEFAULT_MAX_LINE_BYTES, BridgeConfig, ThinkingOption
+from mule.pirc._events import (
+    AgentEnd,
+    AutoRetryEnd,
+    AutoRetryStart,
+    BridgeEvent,
+    CompactionEnd,
+    CompactionStart,
+    ExtensionError,
+    ExtensionUIRequest,
+    JobResult,
+    OtherPiEvent,
+    PassThroughEvent,
+    PiMessage,
+    QueueUpdate,
+)
+from mule.pirc._framing import FrameStats, LineFramer, parse_record
+from mule.pirc._mapper import EventMapper
+
+__all__ = [
+    "DEFAULT_MAX_LINE_BYTES",
+    "AgentEnd",
+    "AutoRetryEnd",
+    "AutoRetryStart",
+    "Bridge",
+    "BridgeConfig",
+    "BridgeError",
+    "BridgeEvent",
+    "BridgeStats",
+    "BufferStats",
+    "CommandFailed",
+    "CommandTimeout",
+    "CompactionEnd",
+    "CompactionStart",
+    "EventBuffer",
+    "EventCallback",
+    "EventMapper",
+    "ExtensionError",
+    "ExtensionUIRequest",
+    "FrameStats",
+    "Job",
+    "JobResult",
+    "JobTimeout",
+    "LineFramer",
+    "OtherPiEvent",
+    "PassThroughEvent",
+    "PiMessage",
+    "ProcessExited",
+    "QueueMode",
+    "QueueUpdate",
+    "StreamingBehavior",
+    "Subscription",
+    "ThinkingOption",
+    "parse_record",
+]

@@ -1,0 +1,112 @@
+"""What the bridge needs to start pi: command line, child environment and limits."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Literal, TypeAlias, final
+
+from attrs import field, frozen
+
+ThinkingOption: TypeAlias = Literal["off", "minimal", "low", "medium", "high", "xhigh"]
+
+DEFAULT_MAX_LINE_BYTES = 8 * 1024 * 1024
+_LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+def default_pi_executable() -> str:
+    """Return `$MULE_PI` if set, else `pi` on PATH, else the repo's `node/node_modules/.bin/pi`."""
+    env = os.environ.get("MULE_PI")
+    if env:
+        return env
+    found = shutil.which("pi")
+    if found:
+        return found
+    return str(Path(__file__).resolve().parents[2] / "node" / "node_modules" / ".bin" / "pi")
+
+
+@final
+@frozen(kw_only=True)
+class BridgeConfig:
+    """How to start one `pi --mode rpc` child and how long to wait for it.
+
+    The API key reaches pi only through the child's environment: `api_key` is stored under the
+    variable named `api_key_env` (for a custom provider, the name its models.json `apiKey` holds).
+    """
+
+    provider: str
+    model: str
+    api_key_env: str | None = None
+    api_key: str | None = field(default=None, repr=False)
+    executable: str = field(factory=default_pi_executable)
+    cwd: str | None = None
+    agent_dir: str | None = None
+    home: str | None = None
+    tmpdir: str | None = None
+    tools: tuple[str, ...] | None = None
+    no_tools: bool = False
+    extensions: tuple[str, ...] = ()
+    no_discovery: bool = True
+    system_prompt: str | None = None
+    append_system_prompt: tuple[str, ...] = ()
+    thinking: ThinkingOption | None = None
+    extra_args: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(factory=dict)
+    inherit_env: bool = True
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
+    event_buffer: int = 100
+    command_timeout: float = 30.0
+    job_timeout: float = 300.0
+    ui_timeout: float | None = 300.0
+    stop_grace: float = 5.0
+    abort_grace: float = 2.0
+
+    def argv(self) -> list[str]:
+        """Return the child's command line (never holds the API key)."""
+        args = [self.executable, "--provider", self.provider, "--model", self.model]
+        args += ["--mode", "rpc", "--no-session"]
+        if self.no_tools:
+            args.append("--no-tools")
+        elif self.tools is not None:
+            args += ["--tools", ",".join(self.tools)]
+        if self.no_discovery:
+            # Only what the config names: no skills, templates, themes or AGENTS.md from disk.
+            args += ["--no-extensions", "--no-skills", "--no-prompt-templates", "--no-themes"]
+            args.append("--no-context-files")
+        for ext in self.extensions:
+            args += ["-e", ext]
+        if self.system_prompt is not None:
+            args += ["--system-prompt", self.system_prompt]
+        for extra in self.append_system_prompt:
+            args += ["--append-system-prompt", extra]
+        if self.thinking is not None:
+            args += ["--thinking", self.thinking]
+        args += list(self.extra_args)
+        return args
+
+    def child_env(self, base: Mapping[str, str] | None = None) -> dict[str, str]:
+        """Return the child's environment: base (or ours), overrides, offline flags, the key."""
+        env = dict(os.environ if base is None else base) if self.inherit_env else {}
+        if not self.inherit_env and "PATH" in os.environ:
+            env["PATH"] = os.environ["PATH"]  # node must still be found
+        env.update(self.env)
+        env["PI_OFFLINE"] = "1"
+        env["PI_TELEMETRY"] = "0"
+        no_proxy = [p for p in env.get("NO_PROXY", "").split(",") if p]
+        env["NO_PROXY"] = env["no_proxy"] = ",".join(
+            no_proxy + [h for h in _LOOPBACK if h not in no_proxy]
+        )
+        if self.agent_dir is not None:
+            env["PI_CODING_AGENT_DIR"] = self.agent_dir
+        if self.home is not None:
+            env["HOME"] = self.home
+        if self.tmpdir is not None:
+            env["TMPDIR"] = self.tmpdir
+        if self.api_key_env is not None and self.api_key is not None:
+            env[self.api_key_env] = self.api_key
+        return env
+
+
+__all__ = ["DEFAULT_MAX_LINE_BYTES", "BridgeConfig", "ThinkingOption", "default_pi_executable"]

@@ -1,0 +1,205 @@
+"""pi-only events that pass through the bridge typed, next to mule's lifecycle events."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, ClassVar, Literal, TypeAlias, final
+
+from attrs import frozen
+
+from mule.effects._events import MuleEvent, RunStatus
+from mule.effects._identity import MuleIdentity
+from mule.pi._messages import AssistantMessage, Message
+
+# pi messages that mule's model has no class for (custom, bashExecution, compactionSummary, ...)
+# stay raw JSON objects.
+PiMessage: TypeAlias = Message | Mapping[str, Any]
+
+
+@final
+@frozen(kw_only=True)
+class AgentEnd:
+    """pi's `agent_end`: one attempt of a run ended; more may follow (auto-retry)."""
+
+    run: MuleIdentity | None
+    messages: tuple[PiMessage, ...]
+    type: ClassVar[Literal["agent_end"]] = "agent_end"
+
+
+@final
+@frozen(kw_only=True)
+class AutoRetryStart:
+    """pi will retry after `delay_ms` (attempt is 1-based)."""
+
+    run: MuleIdentity | None
+    attempt: int
+    max_attempts: int
+    delay_ms: int
+    error_message: str
+    type: ClassVar[Literal["auto_retry_start"]] = "auto_retry_start"
+
+
+@final
+@frozen(kw_only=True)
+class AutoRetryEnd:
+    """pi's retry sequence ended, successfully or not."""
+
+    run: MuleIdentity | None
+    success: bool
+    attempt: int
+    final_error: str | None = None
+    type: ClassVar[Literal["auto_retry_end"]] = "auto_retry_end"
+
+
+@final
+@frozen(kw_only=True)
+class CompactionStart:
+    """pi started compacting the session (`manual`, `threshold` or `overflow`)."""
+
+    run: MuleIdentity | None
+    reason: str
+    type: ClassVar[Literal["compaction_start"]] = "compaction_start"
+
+
+@final
+@frozen(kw_only=True)
+class CompactionEnd:
+    """pi finished compacting; `will_retry` means a new agent run follows."""
+
+    run: MuleIdentity | None
+    reason: str
+    result: Mapping[str, Any] | None
+    aborted: bool
+    will_retry: bool
+    error_message: str | None = None
+    type: ClassVar[Literal["compaction_end"]] = "compaction_end"
+
+
+@final
+@frozen(kw_only=True)
+class QueueUpdate:
+    """A full snapshot of pi's steering and follow-up queues."""
+
+    run: MuleIdentity | None
+    steering: tuple[str, ...]
+    follow_up: tuple[str, ...]
+    type: ClassVar[Literal["queue_update"]] = "queue_update"
+
+
+@final
+@frozen(kw_only=True)
+class ExtensionError:
+    """An extension handler threw."""
+
+    run: MuleIdentity | None
+    extension_path: str
+    event: str
+    error: str
+    type: ClassVar[Literal["extension_error"]] = "extension_error"
+
+
+DIALOG_METHODS: frozenset[str] = frozenset({"select", "confirm", "input", "editor"})
+
+
+@final
+@frozen(kw_only=True)
+class ExtensionUIRequest:
+    """An extension asked the host for UI; dialogs (`expects_answer`) wait for `respond_ui`."""
+
+    run: MuleIdentity | None
+    id: str
+    method: str
+    data: Mapping[str, Any]
+    type: ClassVar[Literal["extension_ui_request"]] = "extension_ui_request"
+
+    @property
+    def expects_answer(self) -> bool:
+        """Whether pi waits for an `extension_ui_response` (select, confirm, input, editor)."""
+        return self.method in DIALOG_METHODS
+
+    @property
+    def title(self) -> str | None:
+        """The dialog's title, if any."""
+        v = self.data.get("title")
+        return v if isinstance(v, str) else None
+
+    @property
+    def options(self) -> tuple[str, ...]:
+        """A select dialog's options."""
+        v = self.data.get("options")
+        return tuple(o for o in v if isinstance(o, str)) if isinstance(v, list) else ()
+
+    @property
+    def timeout_ms(self) -> float | None:
+        """Pi's own dialog timeout, if the extension set one."""
+        v = self.data.get("timeout")
+        return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
+
+
+@final
+@frozen(kw_only=True)
+class OtherPiEvent:
+    """An event (or message) mule has no class for, passed through raw."""
+
+    run: MuleIdentity | None
+    data: Mapping[str, Any]
+    type: ClassVar[Literal["pi_event"]] = "pi_event"
+
+
+@final
+@frozen(kw_only=True)
+class JobResult:
+    """How a prompt ended: the outcome and the messages of its LAST `agent_end`."""
+
+    run: MuleIdentity
+    outcome: RunStatus
+    messages: tuple[PiMessage, ...]
+    attempts: int
+    error: str | None = None
+
+    @property
+    def message(self) -> AssistantMessage | None:
+        """The last assistant message of the final attempt."""
+        for m in reversed(self.messages):
+            if isinstance(m, AssistantMessage):
+                return m
+        return None
+
+    @property
+    def text(self) -> str:
+        """The final assistant message's text ("" if none)."""
+        from mule.pi._messages import text_of
+
+        m = self.message
+        return text_of(m) if m is not None else ""
+
+
+PassThroughEvent: TypeAlias = (
+    AgentEnd
+    | AutoRetryStart
+    | AutoRetryEnd
+    | CompactionStart
+    | CompactionEnd
+    | QueueUpdate
+    | ExtensionError
+    | ExtensionUIRequest
+    | OtherPiEvent
+)
+BridgeEvent: TypeAlias = MuleEvent | PassThroughEvent
+
+__all__ = [
+    "DIALOG_METHODS",
+    "AgentEnd",
+    "AutoRetryEnd",
+    "AutoRetryStart",
+    "BridgeEvent",
+    "CompactionEnd",
+    "CompactionStart",
+    "ExtensionError",
+    "ExtensionUIRequest",
+    "JobResult",
+    "OtherPiEvent",
+    "PassThroughEvent",
+    "PiMessage",
+    "QueueUpdate",
+]

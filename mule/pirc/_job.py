@@ -1,0 +1,232 @@
+"""When is a prompt finished? A pure state machine over pi's run-level events.
+
+pi may send several `agent_end`s for one prompt (auto-retry, overflow compaction). pi writes
+`auto_retry_start`, `auto_retry_end{success:false}` and `compaction_start` synchronously right
+after the `agent_end` that causes them, before it reads its next stdin line. So after each
+`agent_end` the bridge sends a barrier command (`get_state`); if its response arrives and nothing
+announced another attempt, the prompt is finished. No timers, no guessing.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, TypeAlias, final
+
+from attrs import evolve, frozen
+
+from mule.effects._events import RunStatus
+from mule.pi._messages import AssistantMessage
+from mule.pirc._events import PiMessage
+
+Phase: TypeAlias = Literal["waiting", "running", "settling", "retrying", "compacting", "done"]
+
+
+# Inputs: what the reader saw, in stdout order.
+@final
+@frozen
+class Accepted:
+    """pi accepted the prompt (its `response` arrived)."""
+
+
+@final
+@frozen
+class AgentStarted:
+    """`agent_start`."""
+
+
+@final
+@frozen
+class AgentEnded:
+    """`agent_end` with this attempt's messages."""
+
+    messages: tuple[PiMessage, ...]
+
+
+@final
+@frozen
+class RetryStarted:
+    """`auto_retry_start`."""
+
+
+@final
+@frozen
+class RetryEnded:
+    """`auto_retry_end`."""
+
+    success: bool
+    final_error: str | None = None
+
+
+@final
+@frozen
+class CompactionStarted:
+    """`compaction_start`."""
+
+
+@final
+@frozen
+class CompactionEnded:
+    """`compaction_end`; `will_retry` means pi starts a new run."""
+
+    will_retry: bool
+
+
+@final
+@frozen
+class BarrierPassed:
+    """The response to barrier number `token`; `streaming` is pi's `isStreaming`."""
+
+    token: int
+    streaming: bool
+
+
+@final
+@frozen
+class AbortRequested:
+    """The host sent `abort` for this job."""
+
+
+@final
+@frozen
+class ProcessGone:
+    """pi exited (or the bridge tore it down)."""
+
+    reason: str
+
+
+JobInput: TypeAlias = (
+    Accepted
+    | AgentStarted
+    | AgentEnded
+    | RetryStarted
+    | RetryEnded
+    | CompactionStarted
+    | CompactionEnded
+    | BarrierPassed
+    | AbortRequested
+    | ProcessGone
+)
+
+
+# Outputs
+@final
+@frozen
+class SendBarrier:
+    """Send a barrier command tagged `token`."""
+
+    token: int
+
+
+@final
+@frozen
+class Finish:
+    """The job is over."""
+
+    outcome: RunStatus
+    messages: tuple[PiMessage, ...]
+    attempts: int
+    error: str | None = None
+
+
+JobAction: TypeAlias = SendBarrier | Finish
+
+
+@final
+@frozen
+class JobState:
+    """Where a job stands; `messages` are those of the latest `agent_end`."""
+
+    phase: Phase = "waiting"
+    messages: tuple[PiMessage, ...] = ()
+    attempts: int = 0
+    barrier: int = 0
+    aborted: bool = False
+    retry_error: str | None = None
+
+
+def outcome_of(
+    messages: tuple[PiMessage, ...], aborted: bool, retry_error: str | None = None
+) -> tuple[RunStatus, str | None]:
+    """Classify a final attempt by its last assistant message."""
+    last = next((m for m in reversed(messages) if isinstance(m, AssistantMessage)), None)
+    if last is None:
+        return ("cancelled", "aborted") if aborted else ("completed", None)
+    if last.stop_reason == "aborted":
+        return "cancelled", last.error_message
+    if last.stop_reason == "error":
+        return ("cancelled" if aborted else "failed"), retry_error or last.error_message
+    return "completed", None
+
+
+def _finish(state: JobState, error: str | None = None) -> tuple[JobState, tuple[JobAction, ...]]:
+    outcome, why = outcome_of(state.messages, state.aborted, state.retry_error)
+    done = evolve(state, phase="done")
+    return done, (Finish(outcome, state.messages, state.attempts, error or why),)
+
+
+def _barrier(state: JobState, phase: Phase) -> tuple[JobState, tuple[JobAction, ...]]:
+    token = state.barrier + 1
+    return evolve(state, phase=phase, barrier=token), (SendBarrier(token),)
+
+
+def step(state: JobState, event: JobInput) -> tuple[JobState, tuple[JobAction, ...]]:
+    """Advance a job by one input; `done` absorbs everything."""
+    phase = state.phase
+    if phase == "done":
+        return state, ()
+    match event:
+        case ProcessGone(reason=reason):
+            done = evolve(state, phase="done")
+            outcome: RunStatus = "cancelled" if state.aborted else "failed"
+            return done, (Finish(outcome, state.messages, state.attempts, reason),)
+        case AbortRequested():
+            return evolve(state, aborted=True), ()
+        case Accepted():
+            # A prompt handled without an agent run (an extension command) ends at this barrier.
+            return _barrier(state, phase) if phase == "waiting" else (state, ())
+        case AgentStarted():
+            return evolve(state, phase="running", retry_error=None), ()
+        case AgentEnded(messages=messages):
+            settled = evolve(state, messages=messages, attempts=state.attempts + 1)
+            return _barrier(settled, "settling")
+        case RetryStarted():
+            return evolve(state, phase="retrying"), ()
+        case RetryEnded(success=ok, final_error=err):
+            if ok:
+                return state, ()
+            failed = evolve(state, retry_error=err)
+            return _finish(failed) if phase in ("retrying", "settling") else (failed, ())
+        case CompactionStarted():
+            return (evolve(state, phase="compacting"), ()) if phase == "settling" else (state, ())
+        case CompactionEnded(will_retry=again):
+            if phase != "compacting":
+                return state, ()
+            return (evolve(state, phase="retrying"), ()) if again else _finish(state)
+        case BarrierPassed(token=token, streaming=streaming):
+            if token != state.barrier:
+                return state, ()
+            if phase == "settling" or (phase == "waiting" and not streaming):
+                return _finish(state)
+            return state, ()
+    raise AssertionError(f"unhandled job input {event!r}")
+
+
+__all__ = [
+    "AbortRequested",
+    "Accepted",
+    "AgentEnded",
+    "AgentStarted",
+    "BarrierPassed",
+    "CompactionEnded",
+    "CompactionStarted",
+    "Finish",
+    "JobAction",
+    "JobInput",
+    "JobState",
+    "Phase",
+    "ProcessGone",
+    "RetryEnded",
+    "RetryStarted",
+    "SendBarrier",
+    "outcome_of",
+    "step",
+]

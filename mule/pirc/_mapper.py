@@ -1,0 +1,424 @@
+"""pi's RPC events → mule events with causal identities, plus typed pass-through events.
+
+Identities follow section 5.2 of the loop semantics: one run per prompt (its whole chain of
+`agent_start`…`agent_end`, auto-retries included), a turn per `turn_start`, a message per
+message, a tool_call per ToolCall block (parent: its assistant message) and a tool_result per
+result message (parent: its tool_call). `RunEnd` is emitted by `finish`, when the job state
+machine decides the prompt is over, never at a (possibly retried) `agent_end`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from collections.abc import Mapping
+from typing import Any, cast, final
+
+from attrs import evolve
+
+from mule.effects._events import (
+    MessageEnd,
+    MessageStart,
+    MessageUpdate,
+    MuleEvent,
+    RunEnd,
+    RunStart,
+    RunStatus,
+    ToolExecutionEnd,
+    ToolExecutionStart,
+    ToolExecutionUpdate,
+    TurnEnd,
+    TurnStart,
+)
+from mule.effects._identity import MuleIdentity, MuleIdentityKind
+from mule.effects._tools import MuleToolResult
+from mule.pi._codec import WireError, decode, from_wire
+from mule.pi._content import AssistantContent, ImageContent, TextContent, ToolCall
+from mule.pi._events import (
+    AssistantMessageEvent,
+    TextDeltaEvent,
+    TextEndEvent,
+    TextStartEvent,
+    ThinkingDeltaEvent,
+    ThinkingEndEvent,
+    ThinkingStartEvent,
+    ToolCallDeltaEvent,
+    ToolCallEndEvent,
+    ToolCallStartEvent,
+)
+from mule.pi._messages import (
+    ZERO_USAGE,
+    AssistantMessage,
+    Message,
+    ToolResultMessage,
+    UserMessage,
+)
+from mule.pirc._events import (
+    AgentEnd,
+    AutoRetryEnd,
+    AutoRetryStart,
+    BridgeEvent,
+    CompactionEnd,
+    CompactionStart,
+    ExtensionError,
+    ExtensionUIRequest,
+    OtherPiEvent,
+    PiMessage,
+    QueueUpdate,
+)
+
+log = logging.getLogger("mule.pirc")
+
+# Events that carry the run's structure; the buffer never drops them.
+LIFECYCLE_TYPES: frozenset[str] = frozenset(
+    {
+        "run_start",
+        "run_end",
+        "turn_start",
+        "turn_end",
+        "message_start",
+        "message_end",
+        "tool_execution_start",
+        "tool_execution_update",
+        "tool_execution_end",
+        "agent_end",
+        "auto_retry_start",
+        "auto_retry_end",
+        "compaction_start",
+        "compaction_end",
+        "extension_ui_request",
+        "extension_error",
+    }
+)
+
+
+def is_droppable(event: BridgeEvent) -> bool:
+    """Whether the buffer may drop `event` under pressure (streaming deltas only)."""
+    return event.type == "message_update"
+
+
+def _str(data: Mapping[str, Any], key: str, default: str = "") -> str:
+    v = data.get(key)
+    return v if isinstance(v, str) else default
+
+
+def _int(data: Mapping[str, Any], key: str) -> int:
+    v = data.get(key)
+    return v if isinstance(v, int) and not isinstance(v, bool) else 0
+
+
+@final
+class WirePartial:
+    """A lazy snapshot of pi's partial message JSON, decoded on first read."""
+
+    __slots__ = ("_data", "_value")
+
+    def __init__(self, data: Mapping[str, Any]) -> None:
+        self._data = data
+        self._value: AssistantMessage | None = None
+
+    def materialize(self) -> AssistantMessage:
+        """Decode the partial (tolerating half-built blocks, which are left out)."""
+        if self._value is None:
+            self._value = _decode_partial(self._data)
+        return self._value
+
+
+def _decode_partial(data: Mapping[str, Any]) -> AssistantMessage:
+    try:
+        return decode(AssistantMessage, data)
+    except WireError:
+        pass
+    blocks: list[AssistantContent] = []
+    raw = data.get("content")
+    for b in raw if isinstance(raw, list) else ():
+        try:
+            blocks.append(cast(AssistantContent, from_wire(AssistantContent, b)))
+        except WireError:
+            continue
+    base = {k: v for k, v in data.items() if k != "content"}
+    try:
+        return evolve(decode(AssistantMessage, {**base, "content": []}), content=tuple(blocks))
+    except WireError:
+        return AssistantMessage(
+            content=tuple(blocks),
+            api=_str(data, "api"),
+            provider=_str(data, "provider"),
+            model=_str(data, "model"),
+            usage=ZERO_USAGE,
+            stop_reason="stop",
+            timestamp=_int(data, "timestamp"),
+        )
+
+
+def _assistant_event(data: Mapping[str, Any], partial: WirePartial) -> AssistantMessageEvent | None:
+    kind = data.get("type")
+    index = _int(data, "contentIndex")
+    match kind:
+        case "text_start":
+            return TextStartEvent(content_index=index, partial=partial)
+        case "text_delta":
+            return TextDeltaEvent(content_index=index, delta=_str(data, "delta"), partial=partial)
+        case "text_end":
+            return TextEndEvent(content_index=index, content=_str(data, "content"), partial=partial)
+        case "thinking_start":
+            return ThinkingStartEvent(content_index=index, partial=partial)
+        case "thinking_delta":
+            return ThinkingDeltaEvent(
+                content_index=index, delta=_str(data, "delta"), partial=partial
+            )
+        case "thinking_end":
+            return ThinkingEndEvent(
+                content_index=index, content=_str(data, "content"), partial=partial
+            )
+        case "toolcall_start":
+            return ToolCallStartEvent(content_index=index, partial=partial)
+        case "toolcall_delta":
+            return ToolCallDeltaEvent(
+                content_index=index, delta=_str(data, "delta"), partial=partial
+            )
+        case "toolcall_end":
+            try:
+                call = decode(ToolCall, data.get("toolCall"))
+            except WireError:
+                return None
+            return ToolCallEndEvent(content_index=index, tool_call=call, partial=partial)
+    return None
+
+
+def _tool_result(data: Any, is_error: bool = False) -> MuleToolResult:
+    if not isinstance(data, Mapping):
+        return MuleToolResult(content=(), is_error=is_error)
+    blocks: list[TextContent | ImageContent] = []
+    raw = data.get("content")
+    for b in raw if isinstance(raw, list) else ():
+        try:
+            blocks.append(
+                cast(TextContent | ImageContent, from_wire(TextContent | ImageContent, b))
+            )
+        except WireError:
+            continue
+    return MuleToolResult(content=tuple(blocks), is_error=is_error, details=data.get("details"))
+
+
+def decode_message(data: Any) -> PiMessage:
+    """Decode one pi message; roles mule has no class for stay raw."""
+    if isinstance(data, Mapping) and data.get("role") in ("user", "assistant", "toolResult"):
+        try:
+            return cast(Message, from_wire(Message, data))
+        except WireError as exc:
+            log.warning("pi message did not decode (%s); kept raw", exc)
+    return cast(Mapping[str, Any], data if isinstance(data, Mapping) else {"value": data})
+
+
+@final
+class EventMapper:
+    """Stateful translation of pi's event stream (in stdout order) into bridge events."""
+
+    def __init__(self) -> None:
+        self._ids = itertools.count(1)
+        self._run: MuleIdentity | None = None
+        self._run_started = False
+        self._turn: MuleIdentity | None = None
+        self._message: MuleIdentity | None = None
+        self._calls: dict[str, MuleIdentity] = {}
+        self._last_assistant: MuleIdentity | None = None
+
+    @property
+    def run(self) -> MuleIdentity | None:
+        """The open run, if any."""
+        return self._run
+
+    def _new(self, kind: MuleIdentityKind, parent: MuleIdentity | None) -> MuleIdentity:
+        return MuleIdentity(kind, f"{kind}:{next(self._ids)}", parent)
+
+    def begin(self) -> MuleIdentity:
+        """Open a run for a new job (its `RunStart` waits for pi's first `agent_start`)."""
+        if self._run is None:
+            self._run = self._new("run", None)
+            self._run_started = False
+        return self._run
+
+    def finish(self, outcome: RunStatus) -> list[BridgeEvent]:
+        """Close the open run with its one `RunEnd` (and a `RunStart` if pi never ran)."""
+        run = self._run
+        if run is None:
+            return []
+        out: list[BridgeEvent] = [] if self._run_started else [RunStart(run=run)]
+        out.append(RunEnd(run=run, terminal=self._new("terminal", run), outcome=outcome))
+        self._run, self._turn, self._message = None, None, None
+        self._calls.clear()
+        return out
+
+    def map(self, data: Mapping[str, Any]) -> list[BridgeEvent]:
+        """Translate one pi event (never a `response`)."""
+        kind = data.get("type")
+        run = self._run
+        match kind:
+            case "agent_start":
+                run = self.begin()
+                if self._run_started:
+                    return []  # a retry's new attempt: same run
+                self._run_started = True
+                return [RunStart(run=run)]
+            case "agent_end":
+                raw = data.get("messages")
+                msgs = tuple(decode_message(m) for m in raw) if isinstance(raw, list) else ()
+                return [AgentEnd(run=run, messages=msgs)]
+            case "turn_start":
+                if run is None:
+                    run = self.begin()
+                self._turn = self._new("turn", run)
+                return [TurnStart(run=run, turn=self._turn)]
+            case "turn_end":
+                return self._turn_end(data)
+            case "message_start" | "message_update" | "message_end":
+                return self._message_event(kind, data)
+            case "tool_execution_start" | "tool_execution_update" | "tool_execution_end":
+                return self._tool_event(kind, data)
+            case "auto_retry_start":
+                return [
+                    AutoRetryStart(
+                        run=run,
+                        attempt=_int(data, "attempt"),
+                        max_attempts=_int(data, "maxAttempts"),
+                        delay_ms=_int(data, "delayMs"),
+                        error_message=_str(data, "errorMessage"),
+                    )
+                ]
+            case "auto_retry_end":
+                err = data.get("finalError")
+                return [
+                    AutoRetryEnd(
+                        run=run,
+                        success=data.get("success") is True,
+                        attempt=_int(data, "attempt"),
+                        final_error=err if isinstance(err, str) else None,
+                    )
+                ]
+            case "compaction_start":
+                return [CompactionStart(run=run, reason=_str(data, "reason"))]
+            case "compaction_end":
+                result = data.get("result")
+                err = data.get("errorMessage")
+                return [
+                    CompactionEnd(
+                        run=run,
+                        reason=_str(data, "reason"),
+                        result=result if isinstance(result, Mapping) else None,
+                        aborted=data.get("aborted") is True,
+                        will_retry=data.get("willRetry") is True,
+                        error_message=err if isinstance(err, str) else None,
+                    )
+                ]
+            case "queue_update":
+                return [
+                    QueueUpdate(
+                        run=run,
+                        steering=_strings(data.get("steering")),
+                        follow_up=_strings(data.get("followUp")),
+                    )
+                ]
+            case "extension_error":
+                return [
+                    ExtensionError(
+                        run=run,
+                        extension_path=_str(data, "extensionPath"),
+                        event=_str(data, "event"),
+                        error=_str(data, "error"),
+                    )
+                ]
+            case "extension_ui_request":
+                return [
+                    ExtensionUIRequest(
+                        run=run, id=_str(data, "id"), method=_str(data, "method"), data=data
+                    )
+                ]
+        return [OtherPiEvent(run=run, data=data)]
+
+    def _turn_end(self, data: Mapping[str, Any]) -> list[BridgeEvent]:
+        run, turn = self._run, self._turn
+        msg = decode_message(data.get("message"))
+        raw = data.get("toolResults")
+        results = tuple(decode_message(m) for m in raw) if isinstance(raw, list) else ()
+        tool_results = tuple(r for r in results if isinstance(r, ToolResultMessage))
+        if run is None or turn is None or not isinstance(msg, AssistantMessage):
+            return [OtherPiEvent(run=run, data=data)]
+        return [TurnEnd(run=run, turn=turn, message=msg, tool_results=tool_results)]
+
+    def _message_event(self, kind: str, data: Mapping[str, Any]) -> list[BridgeEvent]:
+        run, turn = self._run, self._turn
+        raw = data.get("message")
+        if run is None or turn is None or not isinstance(raw, Mapping):
+            return [OtherPiEvent(run=run, data=data)]
+        role = raw.get("role")
+        if kind == "message_update":
+            ident = self._message
+            ame = data.get("assistantMessageEvent")
+            partial = WirePartial(raw)
+            event = _assistant_event(ame, partial) if isinstance(ame, Mapping) else None
+            if ident is None or event is None:
+                return [OtherPiEvent(run=run, data=data)]
+            return [MessageUpdate(run=run, turn=turn, message=ident, value=partial, event=event)]
+        msg = decode_message(raw)
+        if not isinstance(msg, UserMessage | AssistantMessage | ToolResultMessage):
+            return [OtherPiEvent(run=run, data=data)]
+        if kind == "message_start":
+            if role == "toolResult" and isinstance(msg, ToolResultMessage):
+                call = self._calls.get(msg.tool_call_id) or self._call(msg.tool_call_id)
+                self._message = self._new("tool_result", call)
+            else:
+                self._message = self._new("message", turn)
+            return [MessageStart(run=run, turn=turn, message=self._message, value=msg)]
+        ident = self._message or self._new("message", turn)
+        self._message = None
+        if isinstance(msg, AssistantMessage):
+            self._last_assistant = ident
+            for block in msg.content:
+                if isinstance(block, ToolCall):
+                    self._calls[block.id] = self._new("tool_call", ident)
+        return [MessageEnd(run=run, turn=turn, message=ident, value=msg)]
+
+    def _call(self, call_id: str) -> MuleIdentity:
+        parent = self._last_assistant or self._turn
+        ident = self._new("tool_call", parent)
+        self._calls[call_id] = ident
+        return ident
+
+    def _tool_event(self, kind: str, data: Mapping[str, Any]) -> list[BridgeEvent]:
+        run, turn = self._run, self._turn
+        if run is None or turn is None:
+            return [OtherPiEvent(run=run, data=data)]
+        call_id = _str(data, "toolCallId")
+        args = data.get("args")
+        call = ToolCall(
+            id=call_id,
+            name=_str(data, "toolName"),
+            arguments=args if isinstance(args, Mapping) else {},
+        )
+        ident = self._calls.get(call_id) or self._call(call_id)
+        if kind == "tool_execution_start":
+            return [
+                ToolExecutionStart(run=run, turn=turn, tool_call=ident, call=call, replay="unsafe")
+            ]
+        if kind == "tool_execution_update":
+            result = _tool_result(data.get("partialResult"))
+            return [
+                ToolExecutionUpdate(run=run, turn=turn, tool_call=ident, call=call, result=result)
+            ]
+        result = _tool_result(data.get("result"), data.get("isError") is True)
+        return [ToolExecutionEnd(run=run, turn=turn, tool_call=ident, call=call, result=result)]
+
+
+def _strings(value: Any) -> tuple[str, ...]:
+    return tuple(v for v in value if isinstance(v, str)) if isinstance(value, list) else ()
+
+
+__all__ = [
+    "LIFECYCLE_TYPES",
+    "EventMapper",
+    "MuleEvent",
+    "WirePartial",
+    "decode_message",
+    "is_droppable",
+]
