@@ -8,12 +8,14 @@ interleave by index, onto Pi's block events.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any, Final, Literal, TypeAlias, final
 
+import anyio
 from attrs import evolve, frozen
 
 from mule.pi._content import ImageContent, TextContent, ThinkingContent, ToolCall
@@ -517,7 +519,40 @@ async def _events(
         raise sdk_error(exc) from exc
     await notify_response(options, response, model)
     yield StartEvent(partial=builder.snapshot())
+    try:
+        decoded = _decode(conn, builder, model, context, options, oauth)
+        async with contextlib.aclosing(decoded):
+            async for event in decoded:
+                yield event
+    except Exception:
+        await finish_reader(conn)
+        raise
 
+
+async def finish_reader(conn: SseConnection) -> None:
+    """Run the SSE reader to its end after a failure, so no suspended generator is left to GC.
+
+    Closing the response first makes the next read end (or fail) at once; without this, trio
+    warns about httpx's nested byte/line generators being collected unfinished.
+    """
+    response = conn.response
+    if response is None:
+        return
+    with anyio.CancelScope(shield=True):
+        await response.aclose()
+        with contextlib.suppress(Exception):
+            while await conn.next_event() is not None:
+                pass
+
+
+async def _decode(
+    conn: SseConnection,
+    builder: PartialBuilder,
+    model: Model,
+    context: Context,
+    options: StreamOptions,
+    oauth: bool,
+) -> AsyncGenerator[AssistantMessageEvent, None]:
     open_blocks: dict[int, int] = {}  # Anthropic block index -> content index, while open
     signatures: dict[int, str] = {}
     usage = [0, 0, 0, 0]  # input, output, cache read, cache write
