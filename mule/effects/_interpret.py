@@ -154,8 +154,12 @@ class Interpreter:
         idle = inp.model_stream_idle_timeout_ms
         self.idle_s: float | None = None if idle is None else idle / 1000
 
-    async def drive(self, state: RunState) -> Finish:
-        """Run the machine from `state` until it finishes (cancellation propagates)."""
+    async def drive(self, state: RunState) -> Finish | None:
+        """Run the machine from `state` until it finishes; None once the run signal aborted.
+
+        The abort is checked after every await, so work that noticed the signal first (a model
+        stream answering "aborted", say) never reaches the machine as if it were news.
+        """
         self.state = state
         queue: deque[Command] = deque()
         self._feed(Began(), queue)
@@ -163,7 +167,10 @@ class Interpreter:
         signal = self.signal
         while True:
             if not queue:
-                self._feed(await self.inbox.receive(), queue)
+                fact = await self.inbox.receive()
+                if signal.aborted:
+                    return None
+                self._feed(fact, queue)
                 continue
             cmd = queue.popleft()
             kind = type(cmd)
@@ -174,18 +181,22 @@ class Interpreter:
                     res = await listener(cast(MuleEvent, cmd), signal)
                 except Exception as exc:  # a Result listener that raised anyway
                     res = Failure(MuleError("listener", _describe(exc), exc))
+                if signal.aborted:
+                    return None
                 if isinstance(res, Failure):
                     queue.clear()
                     self._feed(ListenerFailed(res.failure()), queue)
                 continue
             if kind is PullModel:
-                fact: Fact | None = await self._pull_model()
+                fact_or_none: Fact | None = await self._pull_model()
             elif kind is Finish:
                 return cmd  # type: ignore[return-value]
             else:
-                fact = await self._perform(cmd)
-            if fact is not None:
-                self._feed(fact, queue)
+                fact_or_none = await self._perform(cmd)
+            if signal.aborted:
+                return None
+            if fact_or_none is not None:
+                self._feed(fact_or_none, queue)
 
     def _feed(self, fact: Fact, queue: deque[Command]) -> None:
         assert self.state is not None

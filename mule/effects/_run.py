@@ -11,6 +11,7 @@ from mule.effects._checks import check_input
 from mule.effects._errors import MuleError
 from mule.effects._identity import MuleIdentity
 from mule.effects._interpret import Interpreter, now_ms
+from mule.effects._protocol import Finish
 from mule.effects._settings import Listener, MuleRunInput, MuleRunOutcome, MuleStreamFunction
 from mule.effects._state import RunConfig
 from mule.effects._transition import initial_state
@@ -97,28 +98,30 @@ async def run(
                 scope.cancel()
 
             try:
+                finish: Finish | None = None
                 with anyio.CancelScope() as scope:
                     tg.start_soon(watch, scope)
                     finish = await interp.drive(state)
-                if scope.cancelled_caught:
-                    finish = await interp.finish_cancelled(_reason_text(controller.signal.reason))
+                if finish is None:
+                    reason = _reason_text(controller.signal.reason)
+                    finish = await interp.finish_cancelled(reason)
+                done = finish
             except anyio.get_cancelled_exc_class():
                 controller.abort(anyio.get_cancelled_exc_class().__name__)
                 with anyio.CancelScope(shield=True):
                     await interp.finish_cancelled("The run's task was cancelled")
                 raise
             finally:
+                # Work still in flight (parallel tools after a failure) sees the run end.
                 if not controller.signal.aborted and interp.tools:
                     controller.abort("the run ended")
                 tg.cancel_scope.cancel()
     finally:
         detach()
-    if finish.error is not None:
-        if finish.error.phase == "listener" and not controller.signal.aborted:
-            controller.abort(finish.error.message)
-        return Failure(finish.error)
-    assert finish.outcome is not None
-    return Success(finish.outcome)
+    if done.error is not None:
+        return Failure(done.error)
+    assert done.outcome is not None
+    return Success(done.outcome)
 
 
 def run_future(

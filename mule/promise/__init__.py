@@ -1,0 +1,35 @@
+"""The promise facade: `await mule.run(input, listener, signal)` over the canonical core."""
+
+from mule._abort import AbortController, AbortError, AbortSignal
+from mule.effects._tools import MuleToolExecutionPart, MuleToolRejection, MuleToolResult
+from mule.promise._function_tool import ToolSignatureError, as_result, schema_for, tool
+from mule.promise._run import Mule, MuleRunFailed, mule, run
+from mule.promise._types import (
+    MulePromiseListener,
+    MuleRunInput,
+    MuleTool,
+    MuleToolPreparation,
+    MuleToolPrepared,
+)
+
+__all__ = [
+    "AbortController",
+    "AbortError",
+    "AbortSignal",
+    "Mule",
+    "MulePromiseListener",
+    "MuleRunFailed",
+    "MuleRunInput",
+    "MuleTool",
+    "MuleToolExecutionPart",
+    "MuleToolPreparation",
+    "MuleToolPrepared",
+    "MuleToolRejection",
+    "MuleToolResult",
+    "ToolSignatureError",
+    "as_result",
+    "mule",
+    "run",
+    "schema_for",
+    "tool",
+]
