@@ -33,6 +33,7 @@ from typing import Any, ClassVar, Final, TypeAlias, final
 from jsonschema import Draft7Validator, Draft202012Validator, FormatChecker, validators
 from jsonschema.exceptions import SchemaError, ValidationError
 from jsonschema.protocols import Validator
+from referencing.exceptions import Unresolvable
 
 from mule.pi._content import ToolCall
 from mule.pi._context import Tool
@@ -447,6 +448,18 @@ def _dependencies(
             yield from validator.descend(instance, dependency, schema_path=key)
 
 
+def _ref(
+    validator: Any, ref: Any, instance: Any, schema: Mapping[str, Any]
+) -> Iterator[ValidationError]:
+    # TypeBox treats a `$ref` it cannot resolve as a failing schema, not as a fatal error. That
+    # matters for union members, which Pi compiles on their own, away from the root's `$defs`.
+    try:
+        errors = list(validator._validate_reference(ref=ref, instance=instance))
+    except Unresolvable:
+        errors = [ValidationError(f"cannot resolve $ref {ref!r}")]
+    yield from errors
+
+
 def _multiple_of(divisor: Any, value: Any) -> bool:
     """Return TypeBox's tolerant `multipleOf` (JS `%` is `math.fmod`)."""
     if not _is_num(value):
@@ -474,6 +487,7 @@ _PiValidator: Any = validators.extend(  # type: ignore[no-untyped-call]
         "additionalItems": _additional_items,
         "dependencies": _dependencies,
         "multipleOf": _multiple_of_keyword,
+        "$ref": _ref,
     },
 )
 _FORMATS: Final = FormatChecker()

@@ -1,0 +1,638 @@
+"""Tool-argument validation: Pi's coercion, its failure text, and a differential run vs pi-ai."""
+
+from __future__ import annotations
+
+import gc
+import json
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from mule.pi._content import ToolCall
+from mule.pi._context import Tool
+from mule.pi._json import JsonObject, JsonValue
+from mule.pi._validate import (
+    ToolArgumentsError,
+    ToolSchemaError,
+    ToolValidator,
+    js_number_to_string,
+    js_stringify,
+    validate_tool_arguments,
+)
+
+REPO = Path(__file__).resolve().parent.parent
+NODE_SCRIPT = REPO / "tests" / "node" / "validate.mjs"
+HAVE_PI = (REPO / "node" / "node_modules" / "@mariozechner" / "pi-ai").is_dir()
+
+
+def obj(properties: dict[str, Any], required: list[str] | None = None, **extra: Any) -> JsonObject:
+    """Return an object schema."""
+    schema: dict[str, Any] = {"type": "object", "properties": properties, **extra}
+    if required is not None:
+        schema["required"] = required
+    return schema
+
+
+def check(schema: JsonObject, args: JsonObject, name: str = "V") -> dict[str, Any]:
+    """Validate `args` against `schema` with a fresh tool."""
+    return validate_tool_arguments(Tool(name, "", schema), ToolCall("c1", name, args))
+
+
+def fails(schema: JsonObject, args: JsonObject, name: str = "V") -> ToolArgumentsError:
+    """Return the validation error `args` must raise."""
+    with pytest.raises(ToolArgumentsError) as caught:
+        check(schema, args, name)
+    return caught.value
+
+
+N_NUMBER = obj({"n": {"type": "number"}}, ["n"])
+
+
+# --- Section 6, scenarios 10-12 ---
+
+
+def test_missing_required_number_gives_pi_failure_text() -> None:
+    """Scenario 10: `{}` against a required number `n` fails with Pi's frame and a `n` path."""
+    error = fails(N_NUMBER, {})
+    assert error.text.startswith('Validation failed for tool "V":\n')
+    assert "  - n: must have required properties n" in error.text
+    assert error.text.endswith("\n\nReceived arguments:\n{}")
+    assert error.errors == (("n", "must have required properties n"),)
+    assert error.tool_name == "V"
+    assert str(error) == error.text
+    assert isinstance(error, ValueError)
+
+
+def test_string_number_passes_and_raw_call_is_untouched() -> None:
+    """Scenario 11: `{"n": "5"}` passes as 5, and the raw call still holds "5"."""
+    call = ToolCall("c1", "V", {"n": "5"})
+    assert validate_tool_arguments(Tool("V", "", N_NUMBER), call) == {"n": 5}
+    assert call.arguments == {"n": "5"}
+
+
+def test_nested_arguments_are_not_mutated() -> None:
+    """Coercion works on a deep copy: nested lists and dicts of the call are left as they were."""
+    schema = obj({"o": obj({"xs": {"type": "array", "items": {"type": "integer"}}})})
+    raw = {"o": {"xs": ["1", "2"]}}
+    call = ToolCall("c1", "V", raw)
+    assert validate_tool_arguments(Tool("V", "", schema), call) == {"o": {"xs": [1, 2]}}
+    assert raw == {"o": {"xs": ["1", "2"]}}
+
+
+@pytest.mark.parametrize(
+    ("kind", "expected"),
+    [("number", 0), ("integer", 0), ("string", ""), ("boolean", False), ("null", None)],
+)
+def test_null_coerces_to_the_zero_of_each_type(kind: str, expected: object) -> None:
+    """Scenario 12: null becomes 0, "", false (and stays null for null)."""
+    result = check(obj({"v": {"type": kind}}), {"v": None})
+    assert result == {"v": expected}
+    assert type(result["v"]) is type(expected)
+
+
+@pytest.mark.parametrize(
+    ("kind", "raw", "expected"),
+    [
+        ("number", "0x10", 16),
+        ("number", " 0X1f ", 31),
+        ("number", "0o17", 15),
+        ("number", "0b101", 5),
+        ("number", "1e3", 1000),
+        ("number", "-2.5", -2.5),
+        ("number", ".5", 0.5),
+        ("number", "5.", 5),
+        ("number", "\u00a0 7 \n", 7),
+        ("number", True, 1),
+        ("number", False, 0),
+        ("integer", "1.0", 1),
+        ("integer", "1e3", 1000),
+        ("integer", "-0", 0),
+        ("integer", True, 1),
+        ("boolean", "true", True),
+        ("boolean", "false", False),
+        ("boolean", 1, True),
+        ("boolean", 0, False),
+        ("boolean", 0.0, False),
+        ("string", 1.0, "1"),
+        ("string", 1.5, "1.5"),
+        ("string", 1e21, "1e+21"),
+        ("string", 1e-7, "1e-7"),
+        ("string", True, "true"),
+        ("string", 10**21, "1e+21"),
+        ("null", "", None),
+        ("null", 0, None),
+        ("null", False, None),
+    ],
+)
+def test_primitive_coercions(kind: str, raw: JsonValue, expected: object) -> None:
+    """Section 3.5: each type's conversion, with JS Number()/String() semantics."""
+    result = check(obj({"v": {"type": kind}}), {"v": raw})["v"]
+    assert result == expected
+    assert type(result) is type(expected)
+
+
+@pytest.mark.parametrize(
+    ("kind", "raw"),
+    [
+        ("number", ""),
+        ("number", "   "),
+        ("number", "Infinity"),
+        ("number", "-Infinity"),
+        ("number", "1e400"),
+        ("number", "1_000"),
+        ("number", "+0x10"),
+        ("number", "abc"),
+        ("number", "nan"),
+        ("integer", "3.5"),
+        ("integer", "0.1e1x"),
+        ("boolean", "yes"),
+        ("boolean", "1"),
+        ("boolean", "TRUE"),
+        ("boolean", 2),
+        ("null", "0"),
+        ("null", 1),
+        ("object", '{"a": 1}'),
+        ("array", "[1]"),
+    ],
+)
+def test_values_pi_does_not_coerce_fail(kind: str, raw: JsonValue) -> None:
+    """Blank, non-finite, non-integral or inexact strings stay as they are, and so fail."""
+    error = fails(obj({"v": {"type": kind}}), {"v": raw})
+    assert error.errors[0][0] == "v"
+    assert error.errors[0][1] == f"must be {kind}"
+
+
+def test_bool_is_not_a_number_for_validation() -> None:
+    """Python's bool-is-int does not leak: True is coerced, not accepted as-is, for number."""
+    assert check(obj({"v": {"enum": [1]}}), {"v": 1}) == {"v": 1}
+    assert fails(obj({"v": {"enum": [1]}}), {"v": True}).errors == (
+        ("v", "must be equal to one of the allowed values"),
+    )
+    assert check(obj({"v": {"type": "boolean"}}), {"v": True}) == {"v": True}
+
+
+def test_array_items_are_coerced() -> None:
+    """Scenario 12: ["1","2"] becomes [1,2] under an integer items schema."""
+    schema = obj({"xs": {"type": "array", "items": {"type": "integer"}}})
+    assert check(schema, {"xs": ["1", "2"]}) == {"xs": [1, 2]}
+
+
+def test_tuple_items_and_prefix_items() -> None:
+    """Draft-7 tuple `items` coerces per index (extra items untouched); so does `prefixItems`."""
+    tuple_schema = obj({"t": {"type": "array", "items": [{"type": "number"}, {"type": "string"}]}})
+    assert check(tuple_schema, {"t": ["1", 2, "3"]}) == {"t": [1, "2", "3"]}
+    prefix = obj({"t": {"type": "array", "prefixItems": [{"type": "number"}]}})
+    # Pi coerces only `items`; prefixItems is validated but not coerced.
+    assert fails(prefix, {"t": ["1"]}).errors == (("t.0", "must be number"),)
+
+
+def test_any_of_picks_the_first_member_that_validates() -> None:
+    """Scenario 12: anyOf[number, boolean] with "true" gives true; "5" gives 5."""
+    schema = obj({"v": {"anyOf": [{"type": "number"}, {"type": "boolean"}]}})
+    assert check(schema, {"v": "true"}) == {"v": True}
+    assert check(schema, {"v": "5"}) == {"v": 5}
+    error = fails(schema, {"v": "x"})
+    assert error.errors == (
+        ("v", "must be number"),
+        ("v", "must be boolean"),
+        ("v", "must match a schema in anyOf"),
+    )
+
+
+def test_type_list_keeps_a_matching_value_and_tries_types_in_order() -> None:
+    """A type list leaves a value of any listed type alone, else the first converting type wins."""
+    schema = obj({"v": {"type": ["string", "number"]}})
+    assert check(schema, {"v": "5"}) == {"v": "5"}
+    assert check(schema, {"v": True}) == {"v": "true"}
+    assert check(obj({"v": {"type": ["boolean", "number"]}}), {"v": "7"}) == {"v": 7}
+
+
+def test_all_of_and_additional_properties_coerce() -> None:
+    """Members of allOf apply in turn; schema-valued additionalProperties coerces extra keys."""
+    schema = {
+        "allOf": [
+            obj({"a": {"type": "number"}}),
+            obj({"b": {"type": "boolean"}}, additionalProperties={"type": "integer"}),
+        ]
+    }
+    assert check(schema, {"a": "1", "b": "true", "c": "2"}) == {"a": 1, "b": True, "c": 2}
+
+
+def test_extra_keys_are_kept_unless_forbidden() -> None:
+    """Undeclared keys survive; additionalProperties false rejects them per key and at the root."""
+    assert check(N_NUMBER, {"n": 1, "x": "y"}) == {"n": 1, "x": "y"}
+    error = fails(obj({"n": {"type": "number"}}, additionalProperties=False), {"n": 1, "x": "y"})
+    assert error.errors == (
+        ("x", "schema is false"),
+        ("root", "must not have additional properties"),
+    )
+
+
+def test_failure_text_formats_paths_and_original_arguments() -> None:
+    """Nested paths use dots, a missing key joins its parent, the original args print as JS JSON."""
+    schema = obj(
+        {
+            "o": obj({"k": {"type": "string"}}, ["k"]),
+            "xs": {"type": "array", "items": {"type": "number"}},
+        },
+        ["o"],
+    )
+    error = fails(schema, {"xs": ["1", "x", 2.0], "o": {}, "é": "\n"}, name="T")
+    assert error.text == (
+        'Validation failed for tool "T":\n'
+        "  - o.k: must have required properties k\n"
+        "  - xs.1: must be number\n"
+        "\n"
+        "Received arguments:\n"
+        '{\n  "xs": [\n    "1",\n    "x",\n    2\n  ],\n  "o": {},\n  "é": "\\n"\n}'
+    )
+
+
+def test_error_messages_follow_typebox_wording() -> None:
+    """Bounds, lengths, enum, pattern and multiple-required messages read as Pi prints them."""
+    schema = obj(
+        {
+            "n": {"type": "integer", "minimum": 3, "maximum": 9},
+            "s": {"type": "string", "minLength": 3, "pattern": "^a"},
+            "e": {"enum": ["a", "b"]},
+            "xs": {"type": "array", "maxItems": 1},
+        },
+        ["n", "m", "k"],
+    )
+    error = fails(schema, {"n": "2.0", "s": "b", "e": "c", "xs": [1, 2]})
+    assert error.errors == (
+        ("m", "must have required properties m, k"),
+        ("n", "must be >= 3"),
+        ("s", "must not have fewer than 3 characters"),
+        ("s", 'must match pattern "^a"'),
+        ("e", "must be equal to one of the allowed values"),
+        ("xs", "must not have more than 1 items"),
+    )
+
+
+def test_error_list_is_capped_at_eight() -> None:
+    """TypeBox keeps at most 8 errors per context."""
+    schema = obj({f"p{i}": {"type": "number"} for i in range(12)})
+    error = fails(schema, {f"p{i}": "x" for i in range(12)})
+    assert [path for path, _ in error.errors] == [f"p{i}" for i in range(8)]
+
+
+def test_refs_are_followed_in_coercion_errors() -> None:
+    """A local `$ref` validates (jsonschema) and reports (the walk) through the target."""
+    schema: JsonObject = {
+        "type": "object",
+        "$defs": {"pos": {"type": "integer", "minimum": 1}},
+        "properties": {"n": {"$ref": "#/$defs/pos"}},
+    }
+    assert fails(schema, {"n": 0}).errors == (("n", "must be >= 1"),)
+    assert check(schema, {"n": 2}) == {"n": 2}
+
+
+def test_validator_is_compiled_once_per_tool() -> None:
+    """`for_tool` compiles once per Tool object and drops the entry when the tool dies."""
+    tool = Tool("V", "", N_NUMBER)
+    first = ToolValidator.for_tool(tool)
+    assert ToolValidator.for_tool(tool) is first
+    other = Tool("V", "", N_NUMBER)
+    assert ToolValidator.for_tool(other) is not first
+    key = id(tool)
+    del tool, first
+    gc.collect()
+    assert key not in ToolValidator._cache
+
+
+def test_invalid_schema_is_a_typed_error() -> None:
+    """A parameters value that is not a JSON Schema raises ToolSchemaError naming the tool."""
+    with pytest.raises(ToolSchemaError, match='tool "Bad"') as caught:
+        check({"type": 5}, {}, name="Bad")
+    assert caught.value.tool_name == "Bad"
+    assert isinstance(caught.value, ValueError)
+
+
+@pytest.mark.parametrize(
+    ("number", "text"),
+    [
+        (0, "0"),
+        (-0.0, "0"),
+        (1.0, "1"),
+        (123.456, "123.456"),
+        (1e21, "1e+21"),
+        (1e20, "100000000000000000000"),
+        (1.5e-7, "1.5e-7"),
+        (0.000001, "0.000001"),
+        (-1.25e-10, "-1.25e-10"),
+        (2**53, "9007199254740992"),
+        (2**64, "18446744073709552000"),
+        (float("inf"), "Infinity"),
+    ],
+)
+def test_js_number_to_string(number: float, text: str) -> None:
+    """Numbers print as JS String() does."""
+    assert js_number_to_string(number) == text
+
+
+def test_js_stringify_orders_index_keys_first_and_escapes_like_js() -> None:
+    """JSON.stringify key order (index keys first) and escapes (controls, lone surrogates)."""
+    assert js_stringify({"b": 1, "2": 2, "1": 3}, indent="") == '{\n"1": 3,\n"2": 2,\n"b": 1\n}'
+    assert js_stringify("\x01\ud800\u2028") == '"\\u0001\\ud800\u2028"'
+
+
+# --- Differential: the real pi-ai validateToolArguments in Node ---
+
+
+class PiValidator:
+    """A long-lived Node process running pi-ai's validateToolArguments, one JSON line per case."""
+
+    def __init__(self) -> None:
+        node = shutil.which("node")
+        assert node is not None, "node is required for the pi differential tests"
+        self._proc = subprocess.Popen(
+            [node, str(NODE_SCRIPT)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            encoding="utf-8",
+            cwd=REPO,
+        )
+
+    def run(self, schema: JsonObject, args: JsonObject) -> tuple[bool, str]:
+        """Return (ok, JSON.stringify(value, null, 2) or the error message)."""
+        assert self._proc.stdin is not None
+        assert self._proc.stdout is not None
+        line = json.dumps({"name": "V", "schema": schema, "args": args}, allow_nan=False)
+        self._proc.stdin.write(line + "\n")
+        self._proc.stdin.flush()
+        reply = json.loads(self._proc.stdout.readline())
+        return (True, reply["value"]) if reply["ok"] else (False, reply["message"])
+
+    def close(self) -> None:
+        """Stop the Node process."""
+        assert self._proc.stdin is not None
+        assert self._proc.stdout is not None
+        self._proc.stdin.close()
+        self._proc.wait(timeout=10)
+        self._proc.stdout.close()
+
+
+@pytest.fixture(scope="module")
+def pi() -> Iterator[PiValidator]:
+    """Start one Node validator for the module."""
+    if not HAVE_PI:
+        pytest.skip("node/node_modules is missing (run ./dev setup)")
+    runner = PiValidator()
+    yield runner
+    runner.close()
+
+
+def mule_result(schema: JsonObject, args: JsonObject) -> tuple[bool, str]:
+    """Return mule's result in the Node script's shape."""
+    try:
+        return True, js_stringify(check(schema, args))
+    except ToolArgumentsError as error:
+        return False, error.text
+
+
+HAND_CASES: list[tuple[JsonObject, JsonObject]] = [
+    (N_NUMBER, {}),
+    (N_NUMBER, {"n": "5"}),
+    (N_NUMBER, {"n": " 0x10 "}),
+    (N_NUMBER, {"n": "Infinity"}),
+    (N_NUMBER, {"n": ""}),
+    (N_NUMBER, {"n": None}),
+    (N_NUMBER, {"n": True, "extra": [1, {"z": None}]}),
+    (obj({"n": {"type": "integer"}}), {"n": "1.0"}),
+    (obj({"n": {"type": "integer"}}), {"n": "3.5"}),
+    (obj({"n": {"type": "integer"}}), {"n": 2.0}),
+    (obj({"b": {"type": "boolean"}}), {"b": "yes"}),
+    (obj({"b": {"type": "boolean"}}), {"b": 1}),
+    (obj({"s": {"type": "string"}}), {"s": 1e21}),
+    (obj({"s": {"type": "string"}}), {"s": 0.1}),
+    (obj({"s": {"type": "string"}}), {"s": False}),
+    (obj({"z": {"type": "null"}}), {"z": 0}),
+    (obj({"xs": {"type": "array", "items": {"type": "number"}}}), {"xs": ["1", "2"]}),
+    (obj({"v": {"anyOf": [{"type": "number"}, {"type": "boolean"}]}}), {"v": "true"}),
+    (obj({"v": {"anyOf": [{"type": "number"}, {"type": "boolean"}]}}), {"v": "x"}),
+    (obj({"v": {"oneOf": [{"type": "number"}, {"type": "integer"}]}}), {"v": 1}),
+    (obj({"v": {"oneOf": [{"type": "string"}, {"type": "number"}]}}), {"v": None}),
+    (obj({"v": {"type": ["null", "number"]}}), {"v": "4"}),
+    (obj({"o": obj({"k": {"type": "string"}}, ["k"])}, ["o"]), {"o": {}}),
+    (obj({"o": obj({"k": {"type": "string"}}, ["k"])}, ["o"]), {}),
+    (obj({"n": {"type": "number"}}, additionalProperties=False), {"n": "1", "x": 1, "y": 2}),
+    (obj({}, additionalProperties={"type": "number"}), {"a": "1", "b": "x"}),
+    (obj({"a/b": {"type": "number"}, "t~": {"type": "string"}}), {"a/b": "x", "t~": 1}),
+    (obj({"n": {"type": "number", "minimum": 1, "exclusiveMaximum": 10}}), {"n": 10}),
+    (obj({"n": {"type": "number", "multipleOf": 0.1}}), {"n": 0.3}),
+    (obj({"s": {"type": "string", "maxLength": 2, "pattern": "^[a-z]+$"}}), {"s": "ABC"}),
+    (obj({"e": {"const": "x"}, "f": {"enum": [1, "1", None]}}), {"e": "y", "f": True}),
+    (obj({"xs": {"type": "array", "minItems": 2, "uniqueItems": True}}), {"xs": [1]}),
+    (obj({"xs": {"type": "array", "uniqueItems": True}}), {"xs": [1, 1.0]}),
+    (obj({"xs": {"type": "array", "contains": {"type": "string"}}}), {"xs": [1]}),
+    (
+        obj({"t": {"type": "array", "items": [{"type": "number"}], "additionalItems": False}}),
+        {"t": ["1", 2]},
+    ),
+    (obj({f"p{i}": {"type": "number"} for i in range(10)}), {f"p{i}": "x" for i in range(10)}),
+    (
+        obj(
+            {"a": {"type": "number"}, "b": {"type": "number"}}, dependentRequired={"a": ["b", "c"]}
+        ),
+        {"a": 1},
+    ),
+    (obj({"a": {"type": "number"}}, dependencies={"a": ["b", "c"]}), {"a": 1}),
+    (obj({"a": {"not": {"type": "number"}}}), {"a": 1}),
+    (
+        obj({"a": {"if": {"type": "number"}, "then": {"minimum": 5}, "else": {"type": "string"}}}),
+        {"a": 2},
+    ),
+    (
+        obj({"a": {"if": {"type": "number"}, "then": {"minimum": 5}, "else": {"type": "string"}}}),
+        {"a": True},
+    ),
+    (obj({"a": {"allOf": [{"type": "number"}, {"minimum": 3}]}}), {"a": "2"}),
+    (obj({"a": {"type": "object", "propertyNames": {"pattern": "^x"}}}), {"a": {"y": 1, "x": 2}}),
+    (obj({"a": {"type": "object", "minProperties": 2}}), {"a": {"k": 1}}),
+    (obj({"d": {"type": "string", "format": "email"}}), {"d": "nope"}),
+    (
+        {
+            "type": "object",
+            "$defs": {"p": {"type": "integer", "minimum": 1}},
+            "properties": {"n": {"$ref": "#/$defs/p"}},
+        },
+        {"n": "0"},
+    ),
+    (obj({"n": {"type": "number"}}), {"2": "x", "b": "\u2028\x00", "1": "ü"}),
+    (obj({"v": {"type": "number"}}), {"v": 12345678901234567890}),
+]
+
+
+@pytest.mark.pi
+@pytest.mark.parametrize(("schema", "args"), HAND_CASES)
+def test_matches_pi_on_hand_written_cases(
+    pi: PiValidator, schema: JsonObject, args: JsonObject
+) -> None:
+    """The coerced value or failure text equals pi-ai's, character for character."""
+    assert mule_result(schema, args) == pi.run(schema, args)
+
+
+PRIMITIVES = ["number", "integer", "boolean", "string", "null"]
+KEYS = ["a", "b", "c"]
+
+leaf_schemas = st.one_of(
+    st.sampled_from(PRIMITIVES).map(lambda t: {"type": t}),
+    st.lists(st.sampled_from(PRIMITIVES), min_size=2, max_size=3, unique=True).map(
+        lambda ts: {"type": ts}
+    ),
+    st.integers(-2, 5).map(lambda lo: {"type": "number", "minimum": lo}),
+    st.sampled_from(
+        [
+            {},
+            {"type": "string", "minLength": 2},
+            {"type": "string", "pattern": "^[0-9]+$"},
+            {"enum": ["a", 1, True, None]},
+            {"enum": [[1], {"a": 1}]},
+            {"const": 1},
+            {"type": "integer", "multipleOf": 2},
+            {"type": "number", "exclusiveMaximum": 1},
+            {"type": "array"},
+            {"type": "array", "maxItems": 1, "uniqueItems": True},
+            {"type": "array", "contains": {"type": "string"}},
+            {"type": "object"},
+            {"type": "object", "minProperties": 1},
+            {"not": {"type": "string"}},
+            {"if": {"type": "number"}, "then": {"minimum": 2}, "else": {"type": "boolean"}},
+            {"$ref": "#/$defs/num"},
+            True,
+            False,
+        ]
+    ),
+)
+
+
+def _object_schema(inner: st.SearchStrategy[Any]) -> st.SearchStrategy[dict[str, Any]]:
+    return st.builds(
+        lambda props, required, extra: {
+            "type": "object",
+            "properties": props,
+            **({"required": required} if required else {}),
+            **({"dependentRequired": {"a": ["b"]}} if "c" in required else {}),
+            **({} if extra is None else {"additionalProperties": extra}),
+        },
+        st.dictionaries(st.sampled_from(KEYS), inner, max_size=3),
+        st.lists(st.sampled_from(KEYS), max_size=2, unique=True),
+        st.one_of(st.none(), st.booleans(), inner),
+    )
+
+
+schemas = st.recursive(
+    leaf_schemas,
+    lambda inner: st.one_of(
+        inner.map(lambda s: {"type": "array", "items": s}),
+        st.lists(inner, min_size=1, max_size=3).map(lambda ss: {"type": "array", "items": ss}),
+        st.lists(inner, min_size=1, max_size=3).map(
+            lambda ss: {"type": "array", "prefixItems": ss}
+        ),
+        st.lists(inner, min_size=1, max_size=3).map(lambda ss: {"anyOf": ss}),
+        st.lists(inner, min_size=1, max_size=3).map(lambda ss: {"oneOf": ss}),
+        st.lists(inner, min_size=1, max_size=2).map(lambda ss: {"allOf": ss}),
+        _object_schema(inner),
+    ),
+    max_leaves=6,
+)
+
+scalars = st.one_of(
+    st.sampled_from(
+        [
+            *("1", "1.0", " 0x10 ", "true", "false", "", " ", "1e3", "3.5", "yes", "Infinity"),
+            *(
+                "0b11",
+                "-0",
+                "1_0",
+                "0o7",
+                "TRUE",
+                "null",
+                "a",
+                "ab",
+                "1e21",
+                "\t2\n",
+                "0x",
+                ".5",
+                "5.",
+            ),
+        ]
+    ),
+    st.integers(-3, 3),
+    st.sampled_from([0.5, 1.0, -0.0, 1e21, 2.5e-7, 1.5, 2**53 + 2]),
+    st.booleans(),
+    st.none(),
+)
+values = st.recursive(
+    scalars,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3),
+        st.dictionaries(st.sampled_from([*KEYS, "d", "1"]), inner, max_size=3),
+    ),
+    max_leaves=8,
+)
+arguments = st.dictionaries(st.sampled_from([*KEYS, "d"]), values, max_size=4)
+
+
+COERCIBLE: dict[str, list[Any]] = {
+    "number": ["1", " 0x10 ", "1e3", "-2.5", "", "x", None, True, "Infinity", 7],
+    "integer": ["1.0", "3.5", "0b11", None, False, "1e3", 2],
+    "boolean": ["true", "false", "yes", 1, 0, 2, None],
+    "string": [1.0, 1e21, 2.5e-7, True, None, "s"],
+    "null": ["", 0, False, "0", None],
+}
+
+
+@st.composite
+def value_for(draw: st.DrawFn, schema: Any, depth: int = 0) -> Any:
+    """Draw a value shaped for `schema` that Pi's coercion has something to do with (or not)."""
+    if not isinstance(schema, dict) or depth > 4 or draw(st.integers(0, 9)) == 0:
+        return draw(values)
+    for union in ("anyOf", "oneOf", "allOf"):
+        if union in schema:
+            return draw(value_for(draw(st.sampled_from(schema[union])), depth + 1))
+    kinds = schema.get("type", [])
+    kind = kinds if isinstance(kinds, str) else draw(st.sampled_from(kinds)) if kinds else None
+    if kind == "object":
+        props = schema.get("properties", {})
+        keys = draw(st.lists(st.sampled_from([*props, "d"]), unique=True)) if props else []
+        return {
+            k: draw(value_for(props.get(k, schema.get("additionalProperties")), depth + 1))
+            for k in keys
+        }
+    if kind == "array":
+        items = schema.get("items", schema.get("prefixItems"))
+        if isinstance(items, list):
+            return [
+                draw(value_for(s, depth + 1)) for s in items[: draw(st.integers(0, len(items) + 1))]
+            ]
+        return draw(st.lists(value_for(items, depth + 1), max_size=3))
+    if kind in COERCIBLE:
+        return draw(st.sampled_from(COERCIBLE[kind]))
+    return draw(values)
+
+
+DEFS: JsonObject = {"num": {"type": "number", "minimum": 0}}
+
+
+@pytest.mark.pi
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(properties=st.dictionaries(st.sampled_from(KEYS), schemas, max_size=3), data=st.data())
+def test_matches_pi_on_generated_cases(
+    pi: PiValidator, properties: dict[str, Any], data: st.DataObject
+) -> None:
+    """For generated schemas and arguments, the result equals pi-ai's exactly."""
+    required = data.draw(st.lists(st.sampled_from(KEYS), max_size=2, unique=True))
+    extra = data.draw(st.one_of(st.none(), st.booleans(), schemas))
+    schema = obj(properties, required, **({} if extra is None else {"additionalProperties": extra}))
+    schema = {**schema, "$defs": dict(DEFS)}
+    args = data.draw(st.one_of(arguments, value_for(schema).filter(lambda v: isinstance(v, dict))))
+    assert mule_result(schema, args) == pi.run(schema, args)
