@@ -1,0 +1,65 @@
+"""Shared setup for tests against the real pi CLI: an isolated agent dir and a bridge config."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from mule.pirc import BridgeConfig
+from mule.pirc._config import default_pi_executable
+
+HERE = Path(__file__).parent
+PI = default_pi_executable()
+KEY_ENV = "MULE_TEST_PI_KEY"
+MODEL = "fake-model"
+
+
+def pi_available() -> bool:
+    """Whether the pi CLI and node are installed."""
+    return os.path.exists(PI)
+
+
+def make_home(root: Path, base_url: str, retry: dict[str, Any] | None = None) -> dict[str, str]:
+    """Write models.json and settings.json into `root/agent`; return the dirs to use."""
+    agent, home, tmp, work = root / "agent", root / "home", root / "tmp", root / "work"
+    for d in (agent, home, tmp, work):
+        d.mkdir(parents=True, exist_ok=True)
+    models = {
+        "providers": {
+            "local": {
+                "baseUrl": base_url,
+                "api": "openai-completions",
+                "apiKey": KEY_ENV,  # an env var NAME: the key itself stays off disk and argv
+                "compat": {"supportsDeveloperRole": False, "supportsReasoningEffort": False},
+                "models": [{"id": MODEL, "contextWindow": 128000, "maxTokens": 4096}],
+            }
+        }
+    }
+    settings = {
+        "retry": retry
+        or {"enabled": True, "maxRetries": 2, "baseDelayMs": 20, "provider": {"maxRetries": 0}},
+        "compaction": {"enabled": False},
+    }
+    (agent / "models.json").write_text(json.dumps(models))
+    (agent / "settings.json").write_text(json.dumps(settings))
+    return {"agent": str(agent), "home": str(home), "tmp": str(tmp), "work": str(work)}
+
+
+def config(dirs: dict[str, str], **kw: Any) -> BridgeConfig:
+    """A bridge config for the local fake provider in these dirs."""
+    base: dict[str, Any] = {
+        "provider": "local",
+        "model": MODEL,
+        "api_key_env": KEY_ENV,
+        "api_key": "sk-test-secret",
+        "executable": PI,
+        "cwd": dirs["work"],
+        "agent_dir": dirs["agent"],
+        "home": dirs["home"],
+        "tmpdir": dirs["tmp"],
+        "system_prompt": "You are a test.",
+    }
+    base.update(kw)
+    return BridgeConfig(**base)
