@@ -350,17 +350,26 @@ class SseConnection:
             events, self._events = self._events, None
             response, self._response = self._response, None
             client, self._client = self._client, None
-            if events is not None:
-                aclose = getattr(events, "aclose", None)
-                if aclose is not None:
-                    with contextlib.suppress(Exception):
-                        await aclose()
             if response is not None:
                 with contextlib.suppress(Exception):
                     await response.aclose()
+            if events is not None:
+                await _drain(events)
             if client is not None:
                 with contextlib.suppress(Exception):
                     await client.aclose()
+
+
+async def _drain(events: AsyncIterator[ServerSentEvent]) -> None:
+    # httpx reads a body through a stack of nested async generators, and closing the outer one
+    # leaves the inner ones suspended (trio warns when they are collected). With the connection
+    # already closed, one more step makes the innermost read fail, which unwinds every layer.
+    with anyio.move_on_after(1.0):
+        for _ in range(10_000):
+            try:
+                await events.__anext__()
+            except Exception:  # the end, or the closed connection's error: either unwinds
+                return
 
 
 @final
