@@ -22,6 +22,8 @@ from mule.pi.models._custom import (
     resolve_config_value_or_raise,
     resolve_headers,
 )
+from mule.pi.providers._simple import clamp_thinking_level as _clamp
+from mule.pi.providers._simple import supported_thinking_levels
 
 
 @final
@@ -147,34 +149,14 @@ def load_models_json(path: str | os.PathLike[str] | None = None) -> Registry:
     return Registry.from_config(read_models_json(file, builtin_models()))
 
 
-_LEVELS: tuple[ModelThinkingLevel, ...] = ("off", "minimal", "low", "medium", "high", "xhigh")
-
-
 def get_supported_thinking_levels(model: Model) -> tuple[ModelThinkingLevel, ...]:
     """Return the thinking levels a model supports ("xhigh" only when its map names it)."""
-    if not model.reasoning:
-        return ("off",)
-    mapping = model.thinking_level_map or {}
-    return tuple(
-        level
-        for level in _LEVELS
-        if not (level in mapping and mapping[level] is None)
-        and (level != "xhigh" or level in mapping)
-    )
+    return supported_thinking_levels(model)
 
 
 def clamp_thinking_level(model: Model, level: ModelThinkingLevel) -> ModelThinkingLevel:
     """Return `level` if supported, else the nearest higher one, else the nearest lower one."""
-    available = get_supported_thinking_levels(model)
-    if level in available:
-        return level
-    if level not in _LEVELS:
-        return available[0] if available else "off"
-    at = _LEVELS.index(level)
-    for candidate in (*_LEVELS[at:], *reversed(_LEVELS[:at])):
-        if candidate in available:
-            return candidate
-    return available[0] if available else "off"
+    return _clamp(model, level)
 
 
 def models_are_equal(a: Model | None, b: Model | None) -> bool:
