@@ -59,7 +59,7 @@ class MessageStart:
 
 
 @final
-@frozen(kw_only=True, eq=False)
+@frozen(eq=False)  # positional construction: this event is made once per streamed delta
 class MessageUpdate:
     """An assistant attempt streamed `event`; `value` is the response so far (a snapshot)."""
 

@@ -12,7 +12,6 @@ import contextlib
 import inspect
 import math
 import time
-from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, cast
 
@@ -117,10 +116,11 @@ def _failed(phase: MulePhase, what: str, exc: BaseException) -> WorkFailed:
 class _ToolRun:
     """The interpreter's handle on one executing tool: a channel of pull/close orders."""
 
-    __slots__ = ("orders",)
+    __slots__ = ("done", "orders")
 
     def __init__(self, orders: MemoryObjectSendStream[str]) -> None:
         self.orders = orders
+        self.done = anyio.Event()  # set once the executor is closed
 
 
 class Interpreter:
@@ -158,58 +158,80 @@ class Interpreter:
         """Run the machine from `state` until it finishes; None once the run signal aborted.
 
         The abort is checked after every await, so work that noticed the signal first (a model
-        stream answering "aborted", say) never reaches the machine as if it were news.
+        stream answering "aborted", say) never reaches the machine as if it were news. Only the
+        last command of a step may produce an answer, so each step's commands are performed in
+        order and that answer is the next fact. This is the per-event path: it avoids helper
+        calls and allocations it can do without.
         """
-        self.state = state
-        queue: deque[Command] = deque()
-        self._feed(Began(), queue)
         listener = self.listener
         signal = self.signal
+        timed = signal._deadline is not None  # a timeout signal aborts by the clock
+        fact: Fact | None = Began()
         while True:
-            if not queue:
+            state, commands = step(state, fact)  # type: ignore[arg-type]
+            self.state = state
+            fact = None
+            for cmd in commands:
+                kind = type(cmd)
+                if kind in _EVENTS:
+                    if listener is None:
+                        continue
+                    try:
+                        res = await listener(cmd, signal)  # type: ignore[arg-type]
+                    except Exception as exc:  # a Result listener that raised anyway
+                        res = Failure(MuleError("listener", _describe(exc), exc))
+                    if signal._aborted or (timed and signal.aborted):
+                        return None
+                    if type(res) is not Success and isinstance(res, Failure):
+                        fact = ListenerFailed(res.failure())
+                        break
+                elif kind is PullModel:
+                    if self.deadline is None:
+                        stream = self.stream
+                        assert stream is not None
+                        try:
+                            event = await stream.__anext__()
+                        except StopAsyncIteration:
+                            fact = StreamExhausted()
+                        except Exception as exc:
+                            fact = _failed("model", "the model stream raised", exc)
+                        else:
+                            if type(event) in _PI_EVENTS:
+                                self.last_event = event
+                                fact = event
+                            else:
+                                fact = self._checked(event)
+                    else:
+                        fact = await self._pull_model()
+                elif kind is Finish:
+                    return cmd  # type: ignore[return-value]
+                else:
+                    fact = await self._perform(cmd)
+            if fact is None:
                 fact = await self.inbox.receive()
-                if signal.aborted:
-                    return None
-                self._feed(fact, queue)
-                continue
-            cmd = queue.popleft()
-            kind = type(cmd)
-            if kind in _EVENTS:
-                if listener is None:
-                    continue
-                try:
-                    res = await listener(cast(MuleEvent, cmd), signal)
-                except Exception as exc:  # a Result listener that raised anyway
-                    res = Failure(MuleError("listener", _describe(exc), exc))
-                if signal.aborted:
-                    return None
-                if isinstance(res, Failure):
-                    queue.clear()
-                    self._feed(ListenerFailed(res.failure()), queue)
-                continue
-            if kind is PullModel:
-                fact_or_none: Fact | None = await self._pull_model()
-            elif kind is Finish:
-                return cmd  # type: ignore[return-value]
-            else:
-                fact_or_none = await self._perform(cmd)
-            if signal.aborted:
+            if signal._aborted or (timed and signal.aborted):
                 return None
-            if fact_or_none is not None:
-                self._feed(fact_or_none, queue)
 
-    def _feed(self, fact: Fact, queue: deque[Command]) -> None:
-        assert self.state is not None
-        self.state, commands = step(self.state, fact)
-        queue.extend(commands)
+    def _checked(self, event: object) -> Fact:
+        if type(event) not in _PI_EVENTS:
+            return WorkFailed(
+                MuleError("model", f"the model stream yielded {type(event).__name__}", event)
+            )
+        self.last_event = event
+        return event  # type: ignore[return-value]
+
+    def close(self) -> None:
+        """Release the inbox and the order channels of tools still running."""
+        for tool_run in self.tools.values():
+            tool_run.orders.close()
+        self.inbox_send.close()
+        self.inbox.close()
 
     async def finish_cancelled(self, reason: str) -> Finish:
         """Feed the cancellation to the machine and emit its `run_end` (nothing else)."""
         assert self.state is not None
-        queue: deque[Command] = deque()
-        self._feed(CancelRequested(reason, now_ms()), queue)
-        while queue:
-            cmd = queue.popleft()
+        self.state, commands = step(self.state, CancelRequested(reason, now_ms()))
+        for cmd in commands:
             if type(cmd) in _EVENTS:
                 if self.listener is not None:
                     try:
@@ -274,12 +296,7 @@ class Interpreter:
             return StreamExhausted()
         except Exception as exc:
             return _failed("model", "the model stream raised", exc)
-        if type(event) not in _PI_EVENTS:
-            return WorkFailed(
-                MuleError("model", f"the model stream yielded {type(event).__name__}", event)
-            )
-        self.last_event = event
-        return cast(Fact, event)
+        return self._checked(event)
 
     async def _close_model(self) -> None:
         stream, self.stream = self.stream, None
@@ -315,6 +332,9 @@ class Interpreter:
         if kind is CloseTool:
             run = self.tools.pop(cast(CloseTool, cmd).index)
             await run.orders.send(_CLOSE)
+            run.orders.close()
+            # The tool is over only once its executor has closed (sequential tools never overlap).
+            await run.done.wait()
             return None
         if kind is ResolveKey:
             assert inp.resolve_api_key is not None
@@ -362,11 +382,15 @@ class Interpreter:
     def _start_tool(self, index: int) -> None:
         prepared = self.prepared.pop(index)
         send, recv = anyio.create_memory_object_stream[str](1)
-        self.tools[index] = _ToolRun(send)
-        self.tg.start_soon(self._execute, index, prepared, recv)
+        tool_run = self.tools[index] = _ToolRun(send)
+        self.tg.start_soon(self._execute, index, prepared, recv, tool_run.done)
 
     async def _execute(
-        self, index: int, prepared: MuleToolPrepared, orders: MemoryObjectReceiveStream[str]
+        self,
+        index: int,
+        prepared: MuleToolPrepared,
+        orders: MemoryObjectReceiveStream[str],
+        done: anyio.Event,
     ) -> None:
         inbox = self.inbox_send
         try:
@@ -374,6 +398,8 @@ class Interpreter:
                 self.signal
             )
         except Exception as exc:
+            orders.close()
+            done.set()
             await inbox.send(_failed("tool", "tool execute raised", exc))
             return
         try:
@@ -399,11 +425,13 @@ class Interpreter:
                 if await orders.receive() == _CLOSE:
                     return
         finally:
+            orders.close()
             aclose = getattr(parts, "aclose", None)
             if aclose is not None:
                 # The result is already in: a failing cleanup is moot.
                 with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
                     await aclose()
+            done.set()
 
 
 async def _call(

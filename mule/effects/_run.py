@@ -89,6 +89,7 @@ async def run(
     )
     stream_fn = inp.stream or _default_stream()
     state = initial_state(_config(inp), inp.messages)
+    interp: Interpreter | None = None
     try:
         async with anyio.create_task_group() as tg:
             interp = Interpreter(inp, stream_fn, listener, controller, tg)
@@ -118,6 +119,8 @@ async def run(
                 tg.cancel_scope.cancel()
     finally:
         detach()
+        if interp is not None:
+            interp.close()
     if done.error is not None:
         return Failure(done.error)
     assert done.outcome is not None

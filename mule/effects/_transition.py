@@ -132,11 +132,11 @@ def step(state: RunState, fact: Fact) -> tuple[RunState, tuple[Command, ...]]:
     # The hot path: a streamed block event only becomes a message_update.
     if fact_type in _BLOCK_EVENTS and type(phase) is Streaming and phase.started:
         update = MessageUpdate(
-            run=state.cfg.run,
-            turn=phase.turn,
-            message=phase.message,
-            value=fact.partial_source,  # type: ignore[union-attr]
-            event=fact,  # type: ignore[arg-type]
+            state.cfg.run,
+            phase.turn,
+            phase.message,
+            fact._partial,  # type: ignore[union-attr]  # the lazy snapshot, not materialised
+            fact,  # type: ignore[arg-type]
         )
         return state, (update, PULL_MODEL)
     if type(phase) is Over:
