@@ -20,6 +20,7 @@ import time
 from collections.abc import AsyncIterator
 
 import anyio
+import anyio.lowlevel
 from returns.result import Result, Success
 
 from mule.effects import (
@@ -38,6 +39,7 @@ from mule.pi import (
     Context,
     DoneEvent,
     ErrorEvent,
+    JsonObject,
     Model,
     StreamOptions,
     TextContent,
@@ -49,12 +51,12 @@ from mule.pi import (
 from mule.pi._scripted import Call, Reply, ScriptedModel, Text
 
 MODEL = Model(id="bench", name="bench", api="scripted", provider="bench", base_url="")
-PARAMS = {"type": "object", "properties": {"n": {"type": "integer"}}}
+PARAMS: JsonObject = {"type": "object", "properties": {"n": {"type": "integer"}}}
 _OK: Result[None, MuleError] = Success(None)
 
 
 def script(turns: int, deltas: int) -> list[Reply]:
-    """The standard workload's replies."""
+    """Return the standard workload's replies."""
     out = []
     for t in range(turns):
         text = Text(tuple("tok " for _ in range(deltas)))
@@ -65,12 +67,12 @@ def script(turns: int, deltas: int) -> list[Reply]:
 
 
 async def _work(n: int) -> MuleToolResult:
-    await anyio.sleep(0)
+    await anyio.lowlevel.checkpoint()
     return MuleToolResult(content=(TextContent(f"done {n}"),))
 
 
 def mule_tool() -> MuleTool:
-    """The workload's tool in mule's core form."""
+    """Return the workload's tool in mule's core form."""
 
     async def prepare(call: ToolCall, signal: AbortSignal) -> Result[MuleToolPrepared, MuleError]:
         async def execute(
@@ -106,7 +108,7 @@ async def run_mule(turns: int, deltas: int) -> int:
 
 
 async def run_bare(turns: int, deltas: int) -> int:
-    """The same work with a plain loop: stream, listener per event, two tools in a task group."""
+    """Do the same work with a plain loop: stream, listener per event, two tools at once."""
     count = 0
     model = ScriptedModel(script(turns, deltas))
     messages: list[object] = [UserMessage("go", 0)]
@@ -133,14 +135,14 @@ async def run_bare(turns: int, deltas: int) -> int:
             break
         results: dict[int, MuleToolResult] = {}
 
-        async def one(i: int, call: ToolCall) -> None:
+        async def one(i: int, call: ToolCall, results: dict[int, MuleToolResult]) -> None:
             await listener(call)
             results[i] = await _work(int(str(call.arguments.get("n"))))
             await listener(results[i])
 
         async with anyio.create_task_group() as tg:
             for i, call in enumerate(calls):
-                tg.start_soon(one, i, call)
+                tg.start_soon(one, i, call, results)
         for i, call in enumerate(calls):
             r = results[i]
             msg = ToolResultMessage(call.id, call.name, r.content, r.is_error, 0)
