@@ -1,0 +1,140 @@
+"""Mule's OpenAI providers and Pi's own (run under Node) agree on the same server replies."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from mule.pi._codec import to_wire
+from mule.pi._context import Context, StreamOptions
+from mule.pi._events import DoneEvent, ErrorEvent
+from mule.pi._messages import UserMessage
+from mule.pi._model import Model, ModelCost
+from mule.pi.providers import stream_simple
+from mule.testing.fake_openai import (
+    FakeOpenAI,
+    chat_stream,
+    chat_usage,
+    function_call_item,
+    openai_error,
+    responses_stream,
+    responses_usage,
+    tool_call,
+)
+
+PI_AI = Path(__file__).parent.parent / "node" / "node_modules" / "@mariozechner" / "pi-ai"
+
+# Streams every case through pi-ai's streamSimple and prints one JSON line per case.
+NODE_SCRIPT = """
+const [, piAi, casesJson] = process.argv;
+const { streamSimple } = await import(piAi + "/dist/index.js");
+for (const c of JSON.parse(casesJson)) {
+  const s = streamSimple(c.model, c.context, c.options);
+  const types = [];
+  for await (const ev of s) types.push(ev.type);
+  const message = await s.result();
+  console.log(JSON.stringify({ types, message }));
+}
+"""
+
+CASES: list[tuple[str, dict[str, Any]]] = [
+    (
+        "openai-completions",
+        chat_stream(
+            text="Hello, world",
+            pieces=3,
+            reasoning="think first",
+            calls=[
+                tool_call("call_a", "read", {"path": "/a"}, pieces=3),
+                tool_call("call_b", "ls", {"all": True}, pieces=2),
+            ],
+            interleave=True,
+            usage=chat_usage(30, 9, cached=10),
+        ),
+    ),
+    ("openai-completions", chat_stream(text="cut short", finish_reason="length")),
+    ("openai-completions", openai_error(400, "Invalid 'messages[0]'")),
+    (
+        "openai-responses",
+        responses_stream(
+            summary=["one", "two"],
+            encrypted="ENC",
+            text="Hi",
+            pieces=2,
+            calls=[function_call_item("call_1", "fc_1", "f", {"x": [1, 2]}, pieces=3)],
+            usage=responses_usage(50, 7, cached=20),
+        ),
+    ),
+    # Pi ignores `response.incomplete` and reports "stop"; mule reads its status ("length").
+    ("openai-responses", responses_stream(text="trunc", status="incomplete")),
+]
+KNOWN_DEVIATIONS: dict[int, dict[str, tuple[Any, Any]]] = {4: {"stopReason": ("stop", "length")}}
+
+
+def _model(api: str, base_url: str) -> Model:
+    return Model(
+        "gpt-fake",
+        "Fake",
+        api,
+        "openai",
+        base_url,
+        reasoning=True,
+        cost=ModelCost(1.0, 4.0, 0.25, 0.0),
+        max_tokens=8000,
+    )
+
+
+def _comparable(message: dict[str, Any]) -> dict[str, Any]:
+    # Timestamps differ; diagnostics are mule's addition (Pi records none).
+    return {k: v for k, v in message.items() if k not in ("timestamp", "diagnostics")}
+
+
+@pytest.mark.pi
+@pytest.mark.slow
+@pytest.mark.anyio
+async def test_mule_matches_pi_on_the_same_replies() -> None:
+    """Event types and final messages equal Pi's for text, thinking, tools, usage and errors."""
+    node = shutil.which("node")
+    if node is None or not PI_AI.is_dir():
+        pytest.skip("node or node/node_modules is missing (run ./dev setup)")
+    user = UserMessage("hi", 1)
+    async with FakeOpenAI() as fake:
+        node_cases = []
+        for api, script in CASES:
+            fake.push(script)
+            node_cases.append(
+                {
+                    "model": to_wire(_model(api, fake.base_url)),
+                    "context": {"systemPrompt": "sys", "messages": [to_wire(user)]},
+                    "options": {"apiKey": "k", "maxRetries": 0, "reasoning": "low"},
+                }
+            )
+        done = await anyio.run_process(
+            [node, "--input-type=module", "-e", NODE_SCRIPT, str(PI_AI), json.dumps(node_cases)],
+        )
+        pi_results = [json.loads(line) for line in done.stdout.decode().splitlines()]
+        pi_bodies = [r["body"] for r in fake.requests]
+        fake.reset()
+        for i, (api, script) in enumerate(CASES):
+            fake.push(script)
+            model = _model(api, fake.base_url)
+            options = StreamOptions(api_key="k", max_retries=0, reasoning="low")
+            stream = stream_simple(model, Context((user,), system_prompt="sys"), options)
+            with anyio.fail_after(10):
+                events = [ev async for ev in stream]
+            last = events[-1]
+            assert isinstance(last, DoneEvent | ErrorEvent)
+            final = last.message if isinstance(last, DoneEvent) else last.error
+            pi = pi_results[i]
+            mine = _comparable(to_wire(final))
+            for key, (pi_value, mule_value) in KNOWN_DEVIATIONS.get(i, {}).items():
+                assert (pi["message"][key], mine[key]) == (pi_value, mule_value)
+                mine[key] = pi_value
+            assert [e.type for e in events] == pi["types"], api
+            assert mine == _comparable(pi["message"]), api
+        assert [r["body"] for r in fake.requests] == pi_bodies
