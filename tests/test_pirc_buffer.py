@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+
 import anyio
 import pytest
 
@@ -98,7 +100,7 @@ async def test_force_put_exceeds_capacity() -> None:
     assert len(buf) == 2
 
 
-async def _drain(buf: EventBuffer[str]):  # type: ignore[no-untyped-def]
+async def _drain(buf: EventBuffer[str]) -> AsyncIterator[str]:
     while True:
         try:
             yield await buf.get()

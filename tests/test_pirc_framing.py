@@ -53,7 +53,7 @@ def test_unicode_separators_are_not_line_ends() -> None:
 
 
 def test_only_one_trailing_cr_is_stripped() -> None:
-    """A CRLF record loses one `\\r`; a bare `\\r` mid-record is content."""
+    """A CRLF record loses one CR; a bare CR mid-record is content."""
     assert LineFramer(64).feed(b"ab\r\r\nc\rd\n") == [b"ab\r", b"c\rd"]
 
 
@@ -87,7 +87,7 @@ def test_oversize_line_is_not_held_in_memory() -> None:
 
 
 def test_unterminated_tail_is_returned_at_close() -> None:
-    """pi killed mid-write leaves a partial record; close() hands it over (then it fails to parse)."""
+    """Pi killed mid-write leaves a partial record; close() hands it over."""
     framer = LineFramer(64)
     assert framer.feed(b'{"a":1}\n{"b":') == [b'{"a":1}']
     assert framer.close() == b'{"b":'

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from mule.pi._messages import AssistantMessage
+from mule.pi._messages import AssistantMessage, Usage
 from mule.pirc._bridge import _job_input
 from mule.pirc._job import (
     AbortRequested,
@@ -29,7 +29,6 @@ from mule.pirc._job import (
     step,
 )
 from mule.pirc._mapper import EventMapper
-from mule.pi._messages import Usage
 
 RECORDED = Path(__file__).parent / "pirc" / "recorded"
 # Records pi writes synchronously after an agent_end, before it reads stdin again.

@@ -45,6 +45,7 @@ def test_tool_run_identities_and_parents() -> None:
     kinds = [type(e).__name__ for e in evs if not isinstance(e, MessageUpdate)]
     assert kinds[:3] == ["RunStart", "TurnStart", "MessageStart"]
     assert kinds[-3:] == ["TurnEnd", "AgentEnd", "RunEnd"]
+    assert isinstance(evs[0], RunStart)
     run = evs[0].run
     assert run.kind == "run"
     assert run.parent is None

@@ -48,7 +48,7 @@ def make_home(root: Path, base_url: str, retry: dict[str, Any] | None = None) ->
 
 
 def config(dirs: dict[str, str], **kw: Any) -> BridgeConfig:
-    """A bridge config for the local fake provider in these dirs."""
+    """Return a bridge config for the local fake provider in these dirs."""
     base: dict[str, Any] = {
         "provider": "local",
         "model": MODEL,

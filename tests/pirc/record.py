@@ -13,8 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from mule.testing.fake_openai import FakeOpenAI, chat_text, openai_error, tool_call
-from mule.testing.fake_openai import chat_stream
+from mule.testing.fake_openai import FakeOpenAI, chat_stream, chat_text, openai_error, tool_call
 from tests.pirc.helpers import HERE, config, make_home
 
 OUT = HERE / "recorded"

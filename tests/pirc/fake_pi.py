@@ -1,0 +1,190 @@
+#!/usr/bin/env python3
+"""A stand-in for `pi --mode rpc` that injects protocol faults (run as a script by the tests).
+
+The scenario comes from `FAKE_PI_SCENARIO`:
+    ok       answer commands like pi; `prompt` runs a tiny text run
+    faults   like ok, but the run is preceded by a bad line, a huge line (FAKE_PI_HUGE bytes),
+             a non-object, an id-less response, a response with an unknown id and a U+2028 text
+    exit     write to stderr and exit with code 3 after the first command
+    hang     never answer and ignore SIGTERM (only SIGKILL ends it)
+    ui       `prompt` opens a confirm dialog and reports the answer as an event
+`get_state` data includes the argv and whether the key env var is set, so tests can check them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import time
+from typing import Any
+
+SCENARIO = os.environ.get("FAKE_PI_SCENARIO", "ok")
+
+
+def out(obj: Any) -> None:
+    sys.stdout.write(json.dumps(obj, ensure_ascii=False) + "\n")
+    sys.stdout.flush()
+
+
+def raw(data: bytes) -> None:
+    sys.stdout.buffer.write(data)
+    sys.stdout.buffer.flush()
+
+
+def assistant(text: str) -> dict[str, Any]:
+    return {
+        "role": "assistant",
+        "content": [{"type": "text", "text": text}],
+        "api": "openai-completions",
+        "provider": "local",
+        "model": "fake",
+        "usage": {
+            "input": 1,
+            "output": 1,
+            "cacheRead": 0,
+            "cacheWrite": 0,
+            "totalTokens": 2,
+            "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "total": 0},
+        },
+        "stopReason": "stop",
+        "timestamp": 1,
+    }
+
+
+def run(text: str) -> None:
+    user = {"role": "user", "content": [{"type": "text", "text": "go"}], "timestamp": 1}
+    msg = assistant(text)
+    out({"type": "agent_start"})
+    out({"type": "turn_start"})
+    out({"type": "message_start", "message": user})
+    out({"type": "message_end", "message": user})
+    out({"type": "message_start", "message": {**msg, "content": []}})
+    out(
+        {
+            "type": "message_update",
+            "message": msg,
+            "assistantMessageEvent": {
+                "type": "text_delta",
+                "contentIndex": 0,
+                "delta": text,
+                "partial": msg,
+            },
+        }
+    )
+    out({"type": "message_end", "message": msg})
+    out({"type": "turn_end", "message": msg, "toolResults": []})
+    out({"type": "agent_end", "messages": [user, msg]})
+
+
+def main() -> None:
+    if SCENARIO == "hang":
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    streaming = False
+    for line in sys.stdin:
+        cmd = json.loads(line)
+        kind, cid = cmd.get("type"), cmd.get("id")
+        if SCENARIO == "exit":
+            sys.stderr.write("fatal: scripted early exit\n")
+            sys.stderr.flush()
+            sys.exit(3)
+        if SCENARIO == "hang":
+            continue
+        if kind == "get_state":
+            out(
+                {
+                    "type": "response",
+                    "id": cid,
+                    "command": kind,
+                    "success": True,
+                    "data": {
+                        "isStreaming": streaming,
+                        "argv": sys.argv,
+                        "keySet": bool(os.environ.get("MULE_TEST_PI_KEY")),
+                        "offline": os.environ.get("PI_OFFLINE"),
+                        "noProxy": os.environ.get("NO_PROXY"),
+                    },
+                }
+            )
+        elif kind == "prompt":
+            out({"type": "response", "id": cid, "command": kind, "success": True})
+            if SCENARIO == "faults":
+                raw(b"this is not json\n")
+                raw(
+                    b'{"type":"message_update","pad":"'
+                    + b"x" * int(os.environ["FAKE_PI_HUGE"])
+                    + b'"}\n'
+                )
+                raw(b"[1,2,3]\r\n")
+                out({"type": "response", "command": "nothing_sent", "success": True})
+                out({"type": "response", "id": "nobody", "command": "get_state", "success": True})
+                run("line\u2028sep\u2029end")
+            elif SCENARIO == "ui":
+                out({"type": "agent_start"})
+                out(
+                    {
+                        "type": "extension_ui_request",
+                        "id": "dlg-1",
+                        "method": "confirm",
+                        "title": "Sure?",
+                        "message": "really",
+                    }
+                )
+                while True:  # the bridge may send its barrier while the dialog is open
+                    answer = json.loads(sys.stdin.readline())
+                    if answer.get("type") != "get_state":
+                        break
+                    out(
+                        {
+                            "type": "response",
+                            "id": answer.get("id"),
+                            "command": "get_state",
+                            "success": True,
+                            "data": {"isStreaming": True},
+                        }
+                    )
+                out({"type": "ui_answer_seen", "answer": answer})
+                out({"type": "agent_end", "messages": [assistant("ok")]})
+            else:
+                run("hi")
+        elif kind == "extension_ui_response":
+            pass
+        elif kind == "abort":
+            out({"type": "response", "id": cid, "command": kind, "success": True})
+        elif kind in ("get_messages",):
+            out(
+                {
+                    "type": "response",
+                    "id": cid,
+                    "command": kind,
+                    "success": True,
+                    "data": {"messages": [assistant("x"), {"role": "custom", "customType": "c"}]},
+                }
+            )
+        elif kind == "set_model":
+            out(
+                {
+                    "type": "response",
+                    "id": cid,
+                    "command": kind,
+                    "success": False,
+                    "error": "Model not found: x/y",
+                }
+            )
+        else:
+            # like pi: unknown commands are answered without their id
+            out(
+                {
+                    "type": "response",
+                    "command": kind,
+                    "success": False,
+                    "error": f"Unknown command: {kind}",
+                }
+            )
+    while SCENARIO == "hang":  # stdin closed: still do not exit
+        time.sleep(1)
+
+
+if __name__ == "__main__":
+    main()
