@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -749,3 +751,13 @@ async def test_fragmentation_does_not_change_events(server: FakeOpenAI, chunks: 
     split = _shape(await collect(stream_simple(model, Context((USER,)), opts())))
     assert split == whole
     assert whole[-1][0] == "done"
+
+
+def test_importing_providers_does_not_import_httpx() -> None:
+    """Built-in providers load lazily, so `import mule.pi.providers` works without httpx."""
+    code = (
+        "import sys, mule.pi, mule.pi.providers as p; "
+        "assert 'httpx' not in sys.modules, 'httpx imported'; "
+        "assert {'openai-completions', 'openai-responses'} <= set(p.registered_apis())"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)

@@ -34,6 +34,8 @@ class ProviderSetupError(Exception):
 
 _registry: dict[str, ProviderFn] = {}
 _lazy: dict[str, str] = {
+    "anthropic-messages": "mule.pi.providers._anthropic:stream_simple_anthropic",
+    "google-generative-ai": "mule.pi.providers._google:stream_simple_google",
     "openai-completions": "mule.pi.providers._openai_completions:stream_simple_openai_completions",
     "openai-responses": "mule.pi.providers._openai_responses:stream_simple_openai_responses",
 }
