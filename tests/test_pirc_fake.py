@@ -27,6 +27,7 @@ from mule.pirc import (
     OtherPiEvent,
     ProcessExited,
 )
+from tests.pirc.helpers import assert_reaped
 
 FAKE = str(Path(__file__).parent / "pirc" / "fake_pi.py")
 
@@ -46,12 +47,6 @@ def cfg(scenario: str, **kw: Any) -> BridgeConfig:
     }
     base.update(kw)
     return BridgeConfig(**base)
-
-
-def assert_reaped(pid: int | None) -> None:
-    assert pid is not None
-    with pytest.raises(ChildProcessError):
-        os.waitpid(pid, os.WNOHANG)  # not our child any more: it was reaped
 
 
 @pytest.mark.anyio

@@ -16,6 +16,16 @@ KEY_ENV = "MULE_TEST_PI_KEY"
 MODEL = "fake-model"
 
 
+def assert_reaped(pid: int | None) -> None:
+    """Fail unless `pid` was already reaped (not a zombie child of ours)."""
+    assert pid is not None
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        return
+    raise AssertionError(f"process {pid} was still our unreaped child")
+
+
 def pi_available() -> bool:
     """Whether the pi CLI and node are installed."""
     return os.path.exists(PI)
