@@ -166,7 +166,7 @@ class Interpreter:
         listener = self.listener
         signal = self.signal
         timed = signal._deadline is not None  # a timeout signal aborts by the clock
-        fact: Fact | None = Began()
+        fact: Fact | None = Began(now_ms())
         while True:
             state, commands = step(state, fact)  # type: ignore[arg-type]
             self.state = state

@@ -21,7 +21,9 @@ from mule.pi._messages import AssistantMessage, Message
 @final
 @frozen
 class Began:
-    """The run was asked to start."""
+    """The run was asked to start, at `now_ms` (results a resume builds get that time)."""
+
+    now_ms: int = 0
 
 
 @final

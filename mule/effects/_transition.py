@@ -147,7 +147,8 @@ def step(state: RunState, fact: Fact) -> tuple[RunState, tuple[Command, ...]]:
     elif isinstance(fact, ListenerFailed):
         t.phase = Over()
         t.cmds.append(Finish(None, fact.error))
-    elif fact_type is Began:
+    elif isinstance(fact, Began):
+        t.clock = max(t.clock, fact.now_ms)
         _begin(t)
     elif type(phase) is Streaming:
         _on_stream(t, phase, fact)
