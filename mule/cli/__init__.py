@@ -1,0 +1,162 @@
+"""The `mule` command: `mule run`, `mule demo`, `mule models` (and `mule journal` when built).
+
+Exit codes: 0 the run completed, 1 it failed (the MuleError's phase and message are printed),
+2 a usage or setup problem (unknown model, no API key), 130 it was cancelled (Ctrl-C).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from mule.cli._run import (
+    DEFAULT_TOOLS,
+    EXIT_CANCELLED,
+    EXIT_USAGE,
+    THINKING_LEVELS,
+    RunOptions,
+)
+
+_EPILOG = """\
+exit codes: 0 completed, 1 failed, 2 usage or setup error, 130 cancelled (Ctrl-C)
+API keys come from the provider's environment variable (OPENAI_API_KEY, ANTHROPIC_API_KEY,
+GEMINI_API_KEY, ...) or Pi's models.json ($PI_CODING_AGENT_DIR or ~/.pi/agent/models.json).
+"""
+
+
+def _tools(value: str) -> tuple[str, ...]:
+    return tuple(t.strip() for t in value.split(",") if t.strip())
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Return the argument parser of the `mule` command."""
+    parser = argparse.ArgumentParser(
+        prog="mule",
+        description="Run Pi's agent loop from the terminal.",
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    run = commands.add_parser(
+        "run",
+        help="run a prompt against a model, with tools",
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    run.add_argument("prompt", help="the user's message")
+    run.add_argument("--model", "-m", required=True, help="provider/id (see `mule models`)")
+    run.add_argument(
+        "--base-url",
+        help="endpoint override; with an unknown provider, an OpenAI-compatible server "
+        "(Ollama, llama.cpp, vLLM); its key comes from MULE_API_KEY if it needs one",
+    )
+    run.add_argument("--system", help="system prompt (default: a short one naming the tools)")
+    run.add_argument(
+        "--tools",
+        type=_tools,
+        default=DEFAULT_TOOLS,
+        help=f"comma-separated built-in tools (default {','.join(DEFAULT_TOOLS)}; '' for none)",
+    )
+    run.add_argument("--journal", metavar="PATH", help="record the run in a SQLite journal")
+    run.add_argument("--resume", metavar="RUN_ID", help="resume a run from the journal")
+    run.add_argument("--json", action="store_true", help="write one mule event per line")
+    run.add_argument("--yes", "-y", action="store_true", help="run bash commands without asking")
+    run.add_argument("--thinking", choices=THINKING_LEVELS, help="reasoning level")
+    run.add_argument("--no-retry", action="store_true", help="do not retry transient model errors")
+    run.add_argument(
+        "--cwd", type=Path, default=Path("."), help="working directory for the tools (default .)"
+    )
+    run.add_argument(
+        "--unconfined",
+        action="store_true",
+        help="let read/ls/grep reach files outside the working directory",
+    )
+    run.add_argument(
+        "--bash-timeout", type=float, default=120.0, metavar="SECONDS", help="default 120"
+    )
+
+    demo = commands.add_parser(
+        "demo", help="try mule with a scripted model (no key, no network) and real tools"
+    )
+    demo.add_argument(
+        "--cwd", type=Path, default=Path("."), help="directory to look at (default .)"
+    )
+    demo.add_argument("--json", action="store_true", help="write one mule event per line")
+    demo.add_argument(
+        "--delay-ms", type=float, default=12.0, help="pause between streamed events (default 12)"
+    )
+
+    models = commands.add_parser("models", help="list the model registry")
+    models.add_argument("--provider", "-p", help="only this provider's models")
+
+    journal = commands.add_parser("journal", help="inspect a run journal")
+    journal.add_argument("action", choices=("list", "show"))
+    journal.add_argument("run_id", nargs="?")
+    journal.add_argument("--journal", metavar="PATH", required=True)
+    return parser
+
+
+def _dispatch(args: argparse.Namespace) -> int:
+    import anyio
+
+    from mule.cli._run import demo_command, run_command
+
+    match args.command:
+        case "run":
+            opts = RunOptions(
+                prompt=args.prompt,
+                model=args.model,
+                base_url=args.base_url,
+                system=args.system,
+                tools=args.tools,
+                journal=args.journal,
+                resume=args.resume,
+                json=args.json,
+                yes=args.yes,
+                thinking=args.thinking,
+                retry=not args.no_retry,
+                cwd=args.cwd.resolve(),
+                confined=not args.unconfined,
+                bash_timeout_s=args.bash_timeout,
+            )
+            return anyio.run(run_command, opts)
+        case "demo":
+            cwd = args.cwd.resolve()
+            return anyio.run(lambda: demo_command(cwd, json_mode=args.json, delay_ms=args.delay_ms))
+        case "models":
+            from returns.result import Failure
+            from rich.console import Console
+
+            from mule.cli._models import load_registry, print_models
+
+            registry = load_registry()
+            if isinstance(registry, Failure):
+                Console(stderr=True).print(f"[red]{registry.failure()}[/]")
+                return EXIT_USAGE
+            return print_models(Console(), registry.unwrap(), args.provider)
+        case "journal":
+            from rich.console import Console
+
+            Console(stderr=True).print(
+                "[red]journal support not available:[/] mule.journal is not part of this build yet"
+            )
+            return EXIT_USAGE
+        case _:
+            raise AssertionError(f"unhandled command {args.command!r}")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the `mule` command; return its exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return _dispatch(args)
+    except KeyboardInterrupt:  # Ctrl-C before the run installed its own handler
+        print("cancelled", file=sys.stderr)
+        return EXIT_CANCELLED
+
+
+__all__ = ["build_parser", "main"]

@@ -1,0 +1,201 @@
+"""Resolving `--model provider/id [--base-url URL]` against the registry, and `mule models`."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import final
+
+from attrs import evolve, frozen
+from returns.result import Failure, Result, Success
+from rich.console import Console
+from rich.table import Table
+
+from mule.pi._model import Model
+from mule.pi.models import DEFAULT_CONTEXT_WINDOW, DEFAULT_MAX_TOKENS, Registry, load_models_json
+from mule.pi.models._custom import ModelsJsonError, default_models_json_path
+from mule.pi.providers._env import ENV_API_KEYS, env_api_key
+
+CUSTOM_API = "openai-completions"
+"""The wire protocol assumed for an unknown provider with `--base-url` (Ollama, llama.cpp, vLLM)."""
+CUSTOM_KEY_ENV = "MULE_API_KEY"
+"""Where a custom server's API key is read from when the provider has no key variable of its own."""
+NO_KEY = "none"
+"""Sent to custom servers that need no key (most local ones); the providers insist on some key."""
+
+
+@final
+@frozen
+class ResolvedModel:
+    """The model to call, with the request settings `models.json` gives it."""
+
+    model: Model
+    api_key: str | None
+    headers: Mapping[str, str] | None
+    custom: bool
+
+
+def load_registry(environ: Mapping[str, str] | None = None) -> Result[Registry, str]:
+    """Return the built-in catalogue merged with Pi's `models.json` (a missing file is fine)."""
+    try:
+        return Success(load_models_json(default_models_json_path(environ)))
+    except ModelsJsonError as exc:
+        return Failure(f"cannot load models.json: {exc}")
+
+
+def split_spec(spec: str) -> tuple[str | None, str]:
+    """Split `provider/id` at the first slash (ids may hold slashes); no slash = id only.
+
+    >>> split_spec("openrouter/anthropic/claude-sonnet-4")
+    ('openrouter', 'anthropic/claude-sonnet-4')
+    >>> split_spec("gpt-4o")
+    (None, 'gpt-4o')
+    """
+    provider, sep, model_id = spec.partition("/")
+    return (provider, model_id) if sep else (None, spec)
+
+
+def _custom_model(provider: str, model_id: str, base_url: str) -> Model:
+    return Model(
+        id=model_id,
+        name=model_id,
+        api=CUSTOM_API,
+        provider=provider,
+        base_url=base_url.rstrip("/"),
+        context_window=DEFAULT_CONTEXT_WINDOW,
+        max_tokens=DEFAULT_MAX_TOKENS,
+    )
+
+
+def resolve_model(
+    registry: Registry,
+    spec: str,
+    base_url: str | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> Result[ResolvedModel, str]:
+    """Find `spec` in the registry; `--base-url` overrides its endpoint or defines a custom model.
+
+    An unknown provider with a base URL is an OpenAI-compatible server (`openai-completions`).
+    """
+    env = os.environ if environ is None else environ
+    provider, model_id = split_spec(spec)
+    if not model_id:
+        return Failure(f"bad model {spec!r}: expected provider/id")
+    if provider is None:
+        found = [m for m in registry.models if m.id == model_id]
+        if len(found) > 1:
+            names = ", ".join(f"{m.provider}/{m.id}" for m in found[:6])
+            return Failure(f"model {model_id!r} is ambiguous; name its provider: {names}")
+        if not found:
+            return Failure(f"unknown model {model_id!r}; use provider/id (see `mule models`)")
+        provider = found[0].provider
+    model = registry.get_model(provider, model_id)
+    custom = False
+    if model is None:
+        if base_url is not None:
+            known = registry.get_models(provider)
+            template = known[0] if known else None
+            # A known provider keeps its wire protocol; an unknown one is OpenAI-compatible.
+            model = _custom_model(provider, model_id, base_url)
+            if template is not None:
+                model = evolve(model, api=template.api)
+            custom = template is None
+        elif provider in registry.get_providers():
+            return Failure(
+                f"provider {provider!r} has no model {model_id!r} "
+                f"(see `mule models --provider {provider}`)"
+            )
+        else:
+            return Failure(
+                f"unknown provider {provider!r}; pass --base-url for an OpenAI-compatible "
+                "server, or see `mule models`"
+            )
+    elif base_url is not None:
+        model = evolve(model, base_url=base_url.rstrip("/"))
+    auth = registry.request_auth(model, env)
+    if isinstance(auth, Failure):
+        return Failure(auth.failure())
+    api_key = auth.unwrap().api_key
+    if custom and not api_key:
+        api_key = env_api_key(provider, env) or env.get(CUSTOM_KEY_ENV) or NO_KEY
+    return Success(ResolvedModel(model, api_key, auth.unwrap().headers, custom))
+
+
+def missing_key(resolved: ResolvedModel, environ: Mapping[str, str] | None = None) -> str | None:
+    """Return a message naming the variables to set when no API key can be found, else None."""
+    if resolved.api_key or env_api_key(resolved.model.provider, environ):
+        return None
+    names = ENV_API_KEYS.get(resolved.model.provider, ())
+    where = " or ".join(names) if names else f"an apiKey for it in {default_models_json_path()}"
+    return f"no API key for provider {resolved.model.provider!r}: set {where}"
+
+
+def _tokens(n: int) -> str:
+    if n >= 1_000_000 and n % 1_000_000 == 0:
+        return f"{n // 1_000_000}M"
+    if n >= 1000:
+        return f"{n / 1000:g}K"
+    return str(n)
+
+
+def _price(x: float) -> str:
+    return f"{x:g}" if x else "-"
+
+
+def models_table(registry: Registry, provider: str | None = None) -> Table:
+    """Return a table of the registry's models (one provider's, if given)."""
+    table = Table(title="models (cost in USD per million tokens)", title_justify="left")
+    for name, justify in (
+        ("provider/id", "left"),
+        ("api", "left"),
+        ("context", "right"),
+        ("max out", "right"),
+        ("thinking", "center"),
+        ("images", "center"),
+        ("in $", "right"),
+        ("out $", "right"),
+        ("key", "center"),
+    ):
+        table.add_column(name, justify=justify, no_wrap=name == "provider/id")  # type: ignore[arg-type]
+    keyed: dict[str, bool] = {}
+    for m in registry.models:
+        if provider is not None and m.provider != provider:
+            continue
+        if m.provider not in keyed:
+            keyed[m.provider] = bool(env_api_key(m.provider) or registry.api_key(m.provider))
+        table.add_row(
+            f"{m.provider}/{m.id}",
+            m.api,
+            _tokens(m.context_window),
+            _tokens(m.max_tokens),
+            "yes" if m.reasoning else "",
+            "yes" if "image" in m.input else "",
+            _price(m.cost.input),
+            _price(m.cost.output),
+            "[green]set[/]" if keyed[m.provider] else "",
+        )
+    return table
+
+
+def print_models(console: Console, registry: Registry, provider: str | None) -> int:
+    """Print `mule models`; return the exit code (2 for an unknown provider)."""
+    if provider is not None and provider not in registry.get_providers():
+        known = ", ".join(registry.get_providers())
+        console.print(f"[red]unknown provider {provider!r}[/]; known: {known}")
+        return 2
+    table = models_table(registry, provider)
+    console.print(table)
+    console.print(f"{table.row_count} models", style="dim")
+    return 0
+
+
+__all__ = [
+    "CUSTOM_API",
+    "ResolvedModel",
+    "load_registry",
+    "missing_key",
+    "models_table",
+    "print_models",
+    "resolve_model",
+    "split_spec",
+]

@@ -1,0 +1,238 @@
+"""`mule run` and `mule demo`: build the run input, drive it with Ctrl-C honesty, map exit codes."""
+
+from __future__ import annotations
+
+import signal as signals
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Final, final
+
+import anyio
+from attrs import frozen
+from returns.result import Failure
+from rich.console import Console
+from rich.text import Text
+
+from mule._abort import AbortController, AbortError, AbortSignal
+from mule.cli._demo import DEMO_LABEL, DEMO_MODEL, DEMO_PROMPT, DEMO_TOOLS, DemoModel
+from mule.cli._models import load_registry, missing_key, resolve_model
+from mule.cli._render import JsonLines, LiveView
+from mule.cli._tools import BASH_DEFAULT_TIMEOUT_S, Workspace, builtin_tools
+from mule.effects._events import MuleEvent, RunEnd
+from mule.pi._context import StreamOptions
+from mule.pi._messages import UserMessage
+from mule.pi._model import ThinkingLevel
+from mule.pi._retry import PI_CODING_AGENT_RETRY_DEFAULTS
+from mule.pi.providers._simple import retry_after_ms
+from mule.promise._run import MuleRunFailed, run
+from mule.promise._types import MulePromiseListener, MuleRunInput
+
+EXIT_OK: Final = 0
+EXIT_FAILED: Final = 1
+EXIT_USAGE: Final = 2
+EXIT_CANCELLED: Final = 130
+
+DEFAULT_TOOLS: Final = ("read", "ls", "grep", "bash")
+THINKING_LEVELS: Final = ("off", "minimal", "low", "medium", "high", "xhigh")
+
+
+@final
+@frozen(kw_only=True)
+class RunOptions:
+    """What `mule run` was asked to do."""
+
+    prompt: str
+    model: str
+    base_url: str | None = None
+    system: str | None = None
+    tools: tuple[str, ...] = DEFAULT_TOOLS
+    journal: str | None = None
+    resume: str | None = None
+    json: bool = False
+    yes: bool = False
+    thinking: str | None = None
+    retry: bool = True
+    cwd: Path = Path(".")  # absolute: the caller resolves it before the event loop starts
+    confined: bool = True
+    bash_timeout_s: float = BASH_DEFAULT_TIMEOUT_S
+
+
+def default_system_prompt(root: Path, tools: Sequence[str]) -> str:
+    """Return the system prompt used when `--system` is not given."""
+    prompt = "You are a helpful assistant working in a terminal."
+    if tools:
+        prompt += (
+            f" You can use these tools: {', '.join(tools)}. Paths are relative to the working "
+            f"directory {root}, and the tools cannot leave it. Use them to look things up "
+            "instead of guessing, then answer concisely."
+        )
+    return prompt
+
+
+def consoles(json_mode: bool) -> tuple[Console, Console]:
+    """Return (view, errors): the live view goes to stderr when stdout carries JSON lines."""
+    err = Console(stderr=True, highlight=False)
+    return (err if json_mode else Console(highlight=False)), err
+
+
+def _user(prompt: str) -> UserMessage:
+    return UserMessage(content=prompt, timestamp=int(time.time() * 1000))
+
+
+async def drive(
+    inp: MuleRunInput,
+    listener: MulePromiseListener,
+    errors: Console,
+) -> int:
+    """Run to the end and return the exit code; the first Ctrl-C cancels the run honestly.
+
+    Cancelling aborts the run's signal, so in-flight model and tool work stops and the run ends
+    with `run_end(cancelled)`; a second Ctrl-C cancels the task outright.
+    """
+    controller = AbortController()
+    code = EXIT_FAILED
+    async with anyio.create_task_group() as tg:
+
+        async def on_sigint() -> None:
+            with anyio.open_signal_receiver(signals.SIGINT) as received:
+                async for _ in received:
+                    if controller.signal.aborted:
+                        tg.cancel_scope.cancel()
+                        return
+                    errors.print(Text("cancelling… (Ctrl-C again to force)", style="yellow"))
+                    controller.abort(AbortError("cancelled by Ctrl-C"))
+
+        tg.start_soon(on_sigint)
+        try:
+            await run(inp, listener, controller.signal)
+            code = EXIT_OK
+        except MuleRunFailed as exc:
+            errors.print(Text(f"run failed ({exc.phase}): {exc.error.message}", style="bold red"))
+            code = EXIT_FAILED
+        except AbortError:
+            errors.print(Text("run cancelled", style="yellow"))
+            code = EXIT_CANCELLED
+        tg.cancel_scope.cancel()
+    if tg.cancel_scope.cancelled_caught and code == EXIT_FAILED:
+        errors.print(Text("run cancelled (forced)", style="yellow"))
+        code = EXIT_CANCELLED
+    return code
+
+
+def _listener(view: LiveView, json_out: JsonLines | None) -> MulePromiseListener:
+    if json_out is None:
+        return view
+
+    async def both(event: MuleEvent, _signal: AbortSignal) -> None:
+        json_out.write(event)
+        if type(event) is RunEnd:
+            view.handle(event)
+
+    return both
+
+
+async def run_command(opts: RunOptions) -> int:
+    """`mule run`: resolve the model, build tools and input, run, and return the exit code."""
+    out, err = consoles(opts.json)
+    if opts.journal is not None or opts.resume is not None:
+        err.print(
+            "[red]journal support not available:[/] mule.journal is not part of this build yet"
+        )
+        return EXIT_USAGE
+    registry = load_registry()
+    if isinstance(registry, Failure):
+        err.print(Text(registry.failure(), style="red"))
+        return EXIT_USAGE
+    resolved = resolve_model(registry.unwrap(), opts.model, opts.base_url)
+    if isinstance(resolved, Failure):
+        err.print(Text(resolved.failure(), style="red"))
+        return EXIT_USAGE
+    target = resolved.unwrap()
+    no_key = missing_key(target)
+    if no_key is not None:
+        err.print(Text(no_key, style="red"))
+        return EXIT_USAGE
+    root = opts.cwd
+    ws = Workspace.at(root, confined=opts.confined)
+    retry = PI_CODING_AGENT_RETRY_DEFAULTS if opts.retry else None
+    view = LiveView(out, retry=retry, retry_after=retry_after_ms)
+    try:
+        tools = builtin_tools(
+            ws, opts.tools, None if opts.yes else view.confirm, bash_timeout_s=opts.bash_timeout_s
+        )
+    except ValueError as exc:
+        err.print(Text(str(exc), style="red"))
+        return EXIT_USAGE
+    level: ThinkingLevel | None = None
+    if opts.thinking not in (None, "off"):
+        level = opts.thinking  # type: ignore[assignment]
+    inp = MuleRunInput(
+        model=target.model,
+        system_prompt=opts.system
+        if opts.system is not None
+        else default_system_prompt(root, opts.tools),
+        messages=(_user(opts.prompt),),
+        tools=tools,
+        stream_options=StreamOptions(
+            api_key=target.api_key, headers=target.headers, reasoning=level
+        ),
+        retry=retry,
+        retry_after_ms=retry_after_ms,
+    )
+    json_out = JsonLines(sys.stdout) if opts.json else None
+    if not opts.json:
+        out.print(Text(f"{target.model.provider}/{target.model.id}", style="bold"), end="")
+        out.print(Text(f"  {target.model.base_url}  cwd {root}", style="dim"))
+    try:
+        code = await drive(inp, _listener(view, json_out), err)
+    finally:
+        view.close()
+    if not opts.json:
+        out.print(view.summary())
+    return code
+
+
+async def demo_command(
+    cwd: Path, *, json_mode: bool = False, delay_ms: float = 12.0, prompt: str = DEMO_PROMPT
+) -> int:
+    """`mule demo`: the scripted model with the real read/ls/grep tools on `cwd`."""
+    out, err = consoles(json_mode)
+    root = cwd
+    ws = Workspace.at(root)
+    view = LiveView(out, retry=None)
+    tools = builtin_tools(ws, DEMO_TOOLS, None)
+    inp = MuleRunInput(
+        model=DEMO_MODEL,
+        system_prompt=default_system_prompt(root, DEMO_TOOLS),
+        messages=(_user(prompt),),
+        tools=tools,
+        stream=DemoModel(delay_ms=delay_ms),
+    )
+    json_out = JsonLines(sys.stdout) if json_mode else None
+    if not json_mode:
+        out.rule(Text(f"{DEMO_LABEL} · real tools on {root}", style="bold magenta"))
+        out.print(Text(f"> {prompt}", style="bold"))
+    try:
+        code = await drive(inp, _listener(view, json_out), err)
+    finally:
+        view.close()
+    if not json_mode:
+        out.rule(Text(DEMO_LABEL, style="magenta"))
+    return code
+
+
+__all__ = [
+    "DEFAULT_TOOLS",
+    "EXIT_CANCELLED",
+    "EXIT_FAILED",
+    "EXIT_OK",
+    "EXIT_USAGE",
+    "THINKING_LEVELS",
+    "RunOptions",
+    "default_system_prompt",
+    "demo_command",
+    "drive",
+    "run_command",
+]
