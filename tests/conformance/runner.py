@@ -1,0 +1,626 @@
+"""Differential runner: one scenario through Pi (Node harness) and through mule on both roots.
+
+Both sides are projected onto the same Pi-level JSON events (see `harness.mjs`): Pi's event
+types and order, messages without clocks/usage/model ids, tool-call ids, isError, texts, plus
+`model_call` (each stream-function call with its context) and `hook` (each steering /
+follow-up / stop-hook call). Where mule deliberately differs from Pi 0.73.1, `DIVERGENCES`
+(the one normalisation table) rewrites Pi's observation into what mule must emit instead.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import threading
+from collections.abc import AsyncIterator, Callable, Sequence
+from pathlib import Path
+from typing import Any, Literal, TypeAlias
+
+import anyio
+from attrs import define, field, frozen
+from returns.result import Failure, Result, Success
+
+from mule._abort import AbortSignal
+from mule.effects._errors import MuleError
+from mule.effects._events import (
+    MessageEnd,
+    MessageStart,
+    MessageUpdate,
+    ModelPrompt,
+    MuleEvent,
+    RunEnd,
+    RunStart,
+    ToolExecutionEnd,
+    ToolExecutionStart,
+    ToolExecutionUpdate,
+    TurnEnd,
+    TurnStart,
+)
+from mule.effects._run import run as effects_run
+from mule.effects._settings import MuleCompletedTurn, MuleRunOutcome
+from mule.effects._settings import MuleRunInput as CoreInput
+from mule.effects._tools import MuleTool as CoreTool
+from mule.effects._tools import (
+    MuleToolExecutionPart,
+    MuleToolPreparation,
+    MuleToolRejection,
+    MuleToolResult,
+)
+from mule.effects._tools import MuleToolPrepared as CorePrepared
+from mule.pi._codec import from_wire, to_wire
+from mule.pi._content import TextContent, ToolCall
+from mule.pi._context import Tool
+from mule.pi._events import TextDeltaEvent
+from mule.pi._messages import ZERO_USAGE, AssistantMessage, Message
+from mule.pi._model import Model
+from mule.pi._scripted import Block, Call, Reply, ScriptedModel, Text, Thinking
+from mule.promise._run import MuleRunFailed
+from mule.promise._run import run as promise_run
+from mule.promise._types import MuleRunInput as PromiseInput
+from mule.promise._types import MuleTool as PromiseTool
+from mule.promise._types import MuleToolPrepared as PromisePrepared
+
+Scenario: TypeAlias = dict[str, Any]
+Obs: TypeAlias = dict[str, Any]
+Root: TypeAlias = Literal["effects", "promise"]
+ROOTS: tuple[Root, ...] = ("effects", "promise")
+
+REPO = Path(__file__).resolve().parents[2]
+HARNESS = Path(__file__).with_name("harness.mjs")
+HAVE_PI = (REPO / "node" / "node_modules" / "@mariozechner" / "pi-agent-core").is_dir()
+MODEL = Model(
+    id="scripted-1", name="Scripted", api="scripted-api", provider="scripted", base_url=""
+)
+SYSTEM = "You are a test."
+# Same fields as harness.mjs's DROPPED: no loop semantics (clocks, model ids, usage).
+DROPPED = frozenset({"timestamp", "usage", "api", "provider", "model", "partial"})
+
+
+def strip(value: Any) -> Any:
+    """Return the JSON projection of a wire value: volatile fields removed (the codec already
+    omits absent optional fields; a JSON null is a value and stays)."""
+    if isinstance(value, list | tuple):
+        return [strip(v) for v in value]
+    if isinstance(value, dict):
+        return {k: strip(v) for k, v in value.items() if k not in DROPPED}
+    return value
+
+
+def wire(value: object) -> Any:
+    """Return the stripped wire JSON of a mule.pi value."""
+    return strip(to_wire(value))
+
+
+# -- Pi ---------------------------------------------------------------------------------------
+
+
+class PiHarness:
+    """One long-lived `node harness.mjs` process: a scenario line in, its event lines out."""
+
+    def __init__(self) -> None:
+        node = shutil.which("node")
+        assert node is not None, "node is required for the conformance tests"
+        self._proc = subprocess.Popen(
+            [node, str(HARNESS)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            bufsize=1,
+        )
+        self._lock = threading.Lock()
+        self._next = 0
+
+    def submit(self, scenario: Scenario) -> Callable[[], tuple[list[Obs], Obs]]:
+        """Send a scenario now (Pi runs while mule does); return a function that collects it."""
+        with self._lock:
+            self._next += 1
+            sid = self._next
+            assert self._proc.stdin is not None
+            self._proc.stdin.write(json.dumps({**scenario, "id": sid}) + "\n")
+            self._proc.stdin.flush()
+
+        def collect() -> tuple[list[Obs], Obs]:
+            events: list[Obs] = []
+            assert self._proc.stdout is not None
+            while True:
+                line = self._proc.stdout.readline()
+                assert line, "the Pi harness exited"
+                obs = json.loads(line)
+                if obs["t"] == "scenario_end":
+                    assert obs["id"] == sid
+                    return events, obs["end"]
+                events.append(obs)
+
+        return collect
+
+    def run(self, scenario: Scenario) -> tuple[list[Obs], Obs]:
+        """Run one scenario through Pi; return its projected events and how the loop ended."""
+        return self.submit(scenario)()
+
+    def close(self) -> None:
+        """Close stdin and wait for the process."""
+        if self._proc.stdin is not None:
+            self._proc.stdin.close()
+        self._proc.wait(timeout=10)
+        if self._proc.stdout is not None:
+            self._proc.stdout.close()
+
+
+# -- mule -------------------------------------------------------------------------------------
+
+
+def _block(b: dict[str, Any]) -> Block:
+    if b["type"] == "text":
+        return Text(tuple(b["deltas"]))
+    if b["type"] == "thinking":
+        return Thinking(tuple(b["deltas"]))
+    return Call(b["id"], b["name"], b.get("arguments", {}), b.get("pieces", 1))
+
+
+def _reply(r: dict[str, Any]) -> Reply:
+    raises = r.get("raises")
+    return Reply(
+        blocks=tuple(_block(b) for b in r.get("blocks", ())),
+        stop_reason=r.get("stopReason"),
+        error_message=r.get("errorMessage"),
+        start=r.get("start", True),
+        raises=RuntimeError(raises) if raises is not None else None,
+        no_terminal=r.get("noTerminal", False),
+        before_start=("text_delta",) * r.get("beforeStart", 0),
+        trailing=(_LATE,) * r.get("trailing", 0),
+    )
+
+
+_LATE = TextDeltaEvent(
+    content_index=0,
+    delta="late",
+    partial=AssistantMessage(
+        content=(),
+        api=MODEL.api,
+        provider=MODEL.provider,
+        model=MODEL.id,
+        usage=ZERO_USAGE,
+        stop_reason="stop",
+        timestamp=0,
+    ),
+)
+
+
+def _messages(items: Sequence[Any]) -> tuple[Message, ...]:
+    return tuple(from_wire(Message, m) for m in items)  # type: ignore[arg-type]
+
+
+def _tool_result(call: ToolCall, plan: dict[str, Any]) -> MuleToolResult:
+    r = plan.get("result") or {}
+    return MuleToolResult(
+        content=(TextContent(r.get("text", f"{call.name}:{call.id}")),),
+        is_error=bool(r.get("isError", False)),
+        details=r.get("details"),
+        terminate=r.get("terminate"),
+    )
+
+
+class ToolRaised(Exception):
+    """A scripted tool or hook raising on purpose."""
+
+
+@define
+class MuleRun:
+    """What mule did for one scenario on one root, projected like Pi's events."""
+
+    events: list[Obs] = field(factory=list)
+    end: Obs = field(factory=dict)
+
+
+class _Side:
+    """The scenario's callbacks for mule; every callback records its Pi-level observation."""
+
+    def __init__(self, sc: Scenario, out: MuleRun) -> None:
+        self.sc = sc
+        self.out = out
+        self.plans: dict[str, dict[str, Any]] = sc.get("calls", {})
+        self.model = ScriptedModel([_reply(r) for r in sc.get("replies", ())])
+        self.queues: dict[str, list[Any]] = {
+            k: list(sc[k]) for k in ("steering", "followUp", "stop") if sc.get(k) is not None
+        }
+
+    def answer(self, name: str, fallback: Any) -> Any:
+        """Record a hook call and return its next planned answer."""
+        self.out.events.append({"t": "hook", "name": name})
+        queue = self.queues[name]
+        nxt = queue.pop(0) if queue else fallback
+        if isinstance(nxt, dict) and "raises" in nxt:
+            raise ToolRaised(nxt["raises"])
+        return nxt
+
+    def stop_answer(self, turn: MuleCompletedTurn) -> bool:
+        """Record a stop-hook call with what it was shown, and answer."""
+        self.out.events.append(
+            {
+                "t": "hook",
+                "name": "stop",
+                "newMessages": wire(turn.new_messages),
+                "context": wire(turn.context),
+                "results": wire(turn.tool_results),
+                "m": wire(turn.message),
+            }
+        )
+        queue = self.queues["stop"]
+        nxt = queue.pop(0) if queue else False
+        if isinstance(nxt, dict) and "raises" in nxt:
+            raise ToolRaised(nxt["raises"])
+        return bool(nxt)
+
+    def plan(self, call: ToolCall) -> dict[str, Any]:
+        """The scripted behaviour of one call."""
+        return self.plans.get(call.id, {})
+
+    async def parts(self, call: ToolCall) -> AsyncIterator[MuleToolExecutionPart]:
+        """Play a call's steps (sleeps and updates), then its result or raise."""
+        plan = self.plan(call)
+        for s in plan.get("steps", ()):
+            if "sleep" in s:
+                await anyio.sleep(s["sleep"] / 1000)
+            else:
+                part = MuleToolResult(content=(TextContent(s["update"]),))
+                yield MuleToolExecutionPart("update", part)
+        if "raises" in plan:
+            raise ToolRaised(plan["raises"])
+        yield MuleToolExecutionPart("result", _tool_result(call, plan))
+
+    def descriptor(self, spec: dict[str, Any]) -> Tool:
+        """The Pi tool descriptor of a scenario tool."""
+        name = spec["name"]
+        return Tool(name, f"the {name} tool", spec.get("parameters", {"type": "object"}))
+
+
+async def _record(out: MuleRun, event: MuleEvent) -> None:
+    out.events.append(_project(event))
+
+
+def _settings(side: _Side) -> dict[str, Any]:
+    sc = side.sc
+    return {
+        "model": MODEL,
+        "system_prompt": sc.get("systemPrompt", SYSTEM),
+        "messages": _messages(sc["messages"]),
+        "stream": side.model,
+        "tool_execution": sc.get("toolExecution", "parallel"),
+    }
+
+
+async def _run_effects(sc: Scenario, out: MuleRun) -> Result[MuleRunOutcome, MuleError]:
+    side = _Side(sc, out)
+
+    def make_tool(spec: dict[str, Any]) -> CoreTool:
+        async def prepare(
+            call: ToolCall, signal: AbortSignal
+        ) -> Result[MuleToolPreparation, MuleError]:
+            plan = side.plan(call)
+            if "prepareRaises" in plan:
+                raise ToolRaised(plan["prepareRaises"])
+            if "reject" in plan:
+                return Success(MuleToolRejection(plan["reject"]))
+
+            async def execute(
+                _signal: AbortSignal,
+            ) -> AsyncIterator[Result[MuleToolExecutionPart, MuleError]]:
+                async for part in side.parts(call):
+                    yield Success(part)
+
+            return Success(CorePrepared(execute))
+
+        return CoreTool(
+            descriptor=side.descriptor(spec),
+            prepare=prepare,
+            execution_mode=spec.get("executionMode"),
+        )
+
+    def messages_hook(name: str) -> Any:
+        if name not in side.queues:
+            return None
+
+        async def hook(signal: AbortSignal) -> Result[tuple[Message, ...], MuleError]:
+            return Success(_messages(side.answer(name, [])))
+
+        return hook
+
+    async def stop(turn: MuleCompletedTurn, signal: AbortSignal) -> Result[bool, MuleError]:
+        return Success(side.stop_answer(turn))
+
+    async def listener(event: MuleEvent, signal: AbortSignal) -> Result[None, MuleError]:
+        await _record(out, event)
+        return Success(None)
+
+    inp = CoreInput(
+        **_settings(side),
+        tools=tuple(make_tool(t) for t in sc.get("tools", ())),
+        get_steering_messages=messages_hook("steering"),
+        get_follow_up_messages=messages_hook("followUp"),
+        should_stop_after_turn=stop if "stop" in side.queues else None,
+    )
+    res = await effects_run(inp, listener)
+    _attach_prompts(out, side.model)
+    return res
+
+
+async def _run_promise(sc: Scenario, out: MuleRun) -> Result[MuleRunOutcome, MuleError]:
+    side = _Side(sc, out)
+
+    def make_tool(spec: dict[str, Any]) -> PromiseTool:
+        async def prepare(
+            call: ToolCall, signal: AbortSignal
+        ) -> PromisePrepared | MuleToolRejection:
+            plan = side.plan(call)
+            if "prepareRaises" in plan:
+                raise ToolRaised(plan["prepareRaises"])
+            if "reject" in plan:
+                return MuleToolRejection(plan["reject"])
+            return PromisePrepared(lambda _signal: side.parts(call))
+
+        return PromiseTool(
+            descriptor=side.descriptor(spec),
+            prepare=prepare,
+            execution_mode=spec.get("executionMode"),
+        )
+
+    def messages_hook(name: str) -> Any:
+        if name not in side.queues:
+            return None
+
+        async def hook(signal: AbortSignal) -> tuple[Message, ...]:
+            return _messages(side.answer(name, []))
+
+        return hook
+
+    async def stop(turn: MuleCompletedTurn, signal: AbortSignal) -> bool:
+        return side.stop_answer(turn)
+
+    async def listener(event: MuleEvent, signal: AbortSignal) -> None:
+        await _record(out, event)
+
+    inp = PromiseInput(
+        **_settings(side),
+        tools=[make_tool(t) for t in sc.get("tools", ())],
+        get_steering_messages=messages_hook("steering"),
+        get_follow_up_messages=messages_hook("followUp"),
+        should_stop_after_turn=stop if "stop" in side.queues else None,
+    )
+    try:
+        outcome = await promise_run(inp, listener)
+    except MuleRunFailed as exc:
+        res: Result[MuleRunOutcome, MuleError] = Failure(exc.error)
+    else:
+        res = Success(outcome)
+    _attach_prompts(out, side.model)
+    return res
+
+
+def _attach_prompts(out: MuleRun, model: ScriptedModel) -> None:
+    """Give each `model_call` marker the context of its stream-function call, in order."""
+    calls = iter(model.calls)
+    for obs in out.events:
+        if obs["t"] == "model_call":
+            _, context, _ = next(calls)
+            obs["messages"] = wire(context.messages)
+            obs["tools"] = [t.name for t in context.tools or ()]
+            obs["systemPrompt"] = context.system_prompt
+
+
+def _result(r: MuleToolResult) -> Obs:
+    out: Obs = {"content": wire(r.content)}
+    if r.details is not None:
+        out["details"] = r.details
+    if r.terminate is not None:
+        out["terminate"] = r.terminate
+    return out
+
+
+def _project(e: MuleEvent) -> Obs:
+    """Project one mule event onto Pi's event (base mapping, digest §5.3)."""
+    if type(e) is RunStart:
+        return {"t": "agent_start"}
+    if type(e) is TurnStart:
+        return {"t": "turn_start"}
+    if type(e) is ModelPrompt:
+        # mule-only (§5.3): emitted just before each stream-function call, where the harness
+        # records Pi's call; the context is attached from the scripted model afterwards.
+        return {"t": "model_call", "systemPrompt": e.system_prompt}
+    if type(e) is MessageStart or type(e) is MessageEnd:
+        return {"t": e.type, "m": wire(e.value)}
+    if type(e) is MessageUpdate:
+        return {"t": e.type, "m": wire(e.value), "e": wire(e.event)}
+    if type(e) is ToolExecutionStart:
+        return {"t": e.type, "id": e.call.id, "name": e.call.name, "args": e.call.arguments}
+    if type(e) is ToolExecutionUpdate:
+        c = e.call
+        return {"t": e.type, "id": c.id, "name": c.name, "args": c.arguments, "partial": _result(e.result)}
+    if type(e) is ToolExecutionEnd:
+        c, r = e.call, e.result
+        return {"t": e.type, "id": c.id, "name": c.name, "isError": r.is_error, "result": _result(r)}
+    if type(e) is TurnEnd:
+        return {"t": e.type, "m": wire(e.message), "results": wire(e.tool_results)}
+    if type(e) is RunEnd:
+        # run_end(completed) is Pi's agent_end; its messages are filled in from the outcome.
+        if e.outcome == "completed":
+            return {"t": "agent_end"}
+        return {"t": "run_end", "outcome": e.outcome}
+    raise AssertionError(f"unknown event {e!r}")
+
+
+async def run_mule(sc: Scenario, root: Root) -> MuleRun:
+    """Run a scenario through mule on one root; project events and the ending."""
+    out = MuleRun()
+    res = await (_run_effects if root == "effects" else _run_promise)(sc, out)
+    if isinstance(res, Success):
+        outcome = res.unwrap()
+        for obs in out.events:
+            if obs["t"] == "agent_end":
+                obs["messages"] = wire(outcome.messages)
+        out.end = {"kind": outcome.status, "messages": wire(outcome.messages)}
+    else:
+        err = res.failure()
+        cause = err.cause
+        out.end = {"kind": "failed", "phase": err.phase, "message": err.message}
+        if cause is not None and not isinstance(cause, BaseException):
+            out.end["cause"] = wire(cause)
+        for obs in out.events:
+            if obs["t"] == "run_end":
+                obs["phase"] = err.phase
+    return out
+
+
+# -- the normalisation table ----------------------------------------------------------------
+
+
+@frozen
+class Divergence:
+    """A deliberate difference from Pi 0.73.1: when it applies, and what mule emits instead."""
+
+    code: str
+    why: str
+    rewrite: Callable[[Scenario, list[Obs], Obs], tuple[list[Obs], Obs] | None]
+
+
+def _raising_calls(sc: Scenario) -> set[str]:
+    return {
+        cid for cid, p in sc.get("calls", {}).items() if "raises" in p or "prepareRaises" in p
+    }
+
+
+def _a3(sc: Scenario, events: list[Obs], end: Obs) -> tuple[list[Obs], Obs] | None:
+    raising = _raising_calls(sc)
+    for i, obs in enumerate(events):
+        if obs["t"] == "tool_execution_end" and obs["id"] in raising:
+            return events[:i] + [_failed("tool")], {"kind": "failed", "phase": "tool"}
+    return None
+
+
+def _a4_a19(sc: Scenario, events: list[Obs], end: Obs) -> tuple[list[Obs], Obs] | None:
+    if end["kind"] != "returned" or not end["messages"]:
+        return None
+    last = end["messages"][-1]
+    if last.get("role") != "assistant" or last.get("stopReason") not in ("error", "aborted"):
+        return None
+    assert events[-1]["t"] == "agent_end"
+    return events[:-1] + [_failed("model")], {"kind": "failed", "phase": "model", "cause": last}
+
+
+def _a20(sc: Scenario, events: list[Obs], end: Obs) -> tuple[list[Obs], Obs] | None:
+    if end["kind"] != "raised" or events:
+        return None
+    assert end["message"].startswith("Cannot continue"), end
+    return [], {"kind": "failed", "phase": "control"}
+
+
+def _a16(sc: Scenario, events: list[Obs], end: Obs) -> tuple[list[Obs], Obs] | None:
+    if end["kind"] != "raised":
+        return None
+    phase = "model" if end["origin"] == "model" else "control"
+    return [*events, _failed(phase)], {"kind": "failed", "phase": phase}
+
+
+def _a15(sc: Scenario, events: list[Obs], end: Obs) -> tuple[list[Obs], Obs] | None:
+    if end["kind"] != "hang":
+        return None
+    return [*events, _failed("model")], {"kind": "failed", "phase": "model"}
+
+
+def _failed(phase: str) -> Obs:
+    return {"t": "run_end", "outcome": "failed", "phase": phase}
+
+
+# Applied in order; the first that applies rewrites Pi's observation (they are exclusive: A3
+# cuts the run before anything later can happen).
+DIVERGENCES: tuple[Divergence, ...] = (
+    Divergence(
+        "A3",
+        "a raising prepare/execute fails the run with MuleError(tool) where Pi's error result"
+        " would be; mule emits run_end(failed) instead of that tool_execution_end",
+        _a3,
+    ),
+    Divergence(
+        "A4/A19",
+        "a final error/aborted assistant message fails the run with MuleError(model) (cause ="
+        " that message); turn_end still comes first, run_end(failed) replaces agent_end",
+        _a4_a19,
+    ),
+    Divergence(
+        "A20",
+        "input breaking the continue rules (no messages, trailing assistant): Pi throws before"
+        " agent_start; mule returns MuleError(control) before run_start (no events either way)",
+        _a20,
+    ),
+    Divergence(
+        "A16 (+§5.7 control)",
+        "a raise escaping Pi's loop (stream function, or a steering/follow-up/stop hook) ends"
+        " mule's run with run_end(failed) and MuleError(model) or MuleError(control)",
+        _a16,
+    ),
+    Divergence(
+        "A15",
+        "a stream that ends without done/error hangs Pi; mule fails with MuleError(model)",
+        _a15,
+    ),
+)
+
+
+def expected_for_mule(sc: Scenario, events: list[Obs], end: Obs) -> tuple[list[Obs], Obs, str]:
+    """Pi's observation rewritten by the first divergence that applies (code "" if none)."""
+    for d in DIVERGENCES:
+        got = d.rewrite(sc, events, end)
+        if got is not None:
+            return got[0], got[1], d.code
+    assert end["kind"] == "returned", end
+    return events, {"kind": "completed", "messages": end["messages"]}, ""
+
+
+def _end_view(end: Obs) -> Obs:
+    """The comparable part of an ending (error texts differ by language; phases do not)."""
+    return {k: v for k, v in end.items() if k not in ("message", "origin")}
+
+
+@define
+class Comparison:
+    """The outcome of comparing mule with Pi on one scenario."""
+
+    code: str
+    diffs: list[str]
+
+    @property
+    def ok(self) -> bool:
+        """True when mule matched (normalised) Pi."""
+        return not self.diffs
+
+
+def compare(sc: Scenario, pi: tuple[list[Obs], Obs], mule: MuleRun) -> Comparison:
+    """Compare mule's projected run with Pi's, after the divergence table."""
+    want_events, want_end, code = expected_for_mule(sc, *pi)
+    diffs: list[str] = []
+    for i in range(max(len(want_events), len(mule.events))):
+        w = want_events[i] if i < len(want_events) else None
+        g = mule.events[i] if i < len(mule.events) else None
+        if w != g:
+            diffs.append(f"event {i}: pi {json.dumps(w)}\n          mule {json.dumps(g)}")
+            break
+    if _end_view(want_end) != _end_view(mule.end):
+        diffs.append(f"end: pi {json.dumps(want_end)}\n     mule {json.dumps(mule.end)}")
+    return Comparison(code, diffs)
+
+
+__all__ = [
+    "DIVERGENCES",
+    "HAVE_PI",
+    "ROOTS",
+    "Comparison",
+    "Divergence",
+    "MuleRun",
+    "PiHarness",
+    "Root",
+    "Scenario",
+    "compare",
+    "expected_for_mule",
+    "run_mule",
+    "strip",
+]

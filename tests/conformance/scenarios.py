@@ -1,0 +1,347 @@
+"""Hand-written conformance scenarios: digest section 6, where Pi 0.73.1 can express it.
+
+A scenario is plain JSON (so the Node harness reads the very same value):
+
+- `messages`: the initial context (wire messages); `systemPrompt` (optional).
+- `tools`: `[{name, parameters?, executionMode?}]`; `toolExecution`: "parallel" | "sequential".
+- `replies`: one per model call: `{blocks, stopReason?, errorMessage?, start?, raises?,
+  noTerminal?, beforeStart?, trailing?}`; a block is `{type: "text"|"thinking", deltas}` or
+  `{type: "toolCall", id, name, arguments, pieces?}`.
+- `calls`: per tool-call id: `{reject?, prepareRaises?, steps?: [{sleep: ms} | {update: text}],
+  raises?, result?: {text?, isError?, details?, terminate?}}`.
+- `steering`, `followUp`: planned hook answers (lists of messages, or `{raises}`), then `[]`;
+  `stop`: planned booleans (or `{raises}`), then false. Absent = no hook.
+
+Section-6 items not here, and why, are listed in docs/conformance.md.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.conformance.runner import Scenario
+
+NUMBER_N: dict[str, Any] = {
+    "type": "object",
+    "properties": {"n": {"type": "number"}},
+    "required": ["n"],
+}
+
+
+def user(text: str, at: int = 1) -> dict[str, Any]:
+    """A user message (fixed timestamp: both sides see the same value)."""
+    return {"role": "user", "content": text, "timestamp": at}
+
+
+def text(*deltas: str) -> dict[str, Any]:
+    """A text block streamed as `deltas`."""
+    return {"type": "text", "deltas": list(deltas)}
+
+
+def thinking(*deltas: str) -> dict[str, Any]:
+    """A thinking block streamed as `deltas`."""
+    return {"type": "thinking", "deltas": list(deltas)}
+
+
+def call(cid: str, name: str, args: dict[str, Any] | None = None, pieces: int = 1) -> dict[str, Any]:
+    """A tool-call block."""
+    return {"type": "toolCall", "id": cid, "name": name, "arguments": args or {}, "pieces": pieces}
+
+
+def reply(*blocks: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    """One model response."""
+    return {"blocks": list(blocks), **extra}
+
+
+def tools(*names: str, **params: dict[str, Any]) -> list[dict[str, Any]]:
+    """Tool specs; `params` maps a name to its parameters schema."""
+    return [{"name": n, **({"parameters": params[n]} if n in params else {})} for n in names]
+
+
+def after(ms: int, **result: Any) -> dict[str, Any]:
+    """A call plan that sleeps `ms` and then returns `result`."""
+    return {"steps": [{"sleep": ms}], "result": result}
+
+
+def scenario(**fields: Any) -> Scenario:
+    """A scenario with one user message unless `messages` is given."""
+    return {"messages": [user("go")], **fields}
+
+
+DONE = reply(text("done"))
+
+SCENARIOS: dict[str, Scenario] = {
+    "s01_text_stop": scenario(replies=[reply(text("h", "i", "!"))]),
+    "s01_thinking_and_two_texts": scenario(
+        replies=[reply(thinking("let ", "me see"), text("a"), text("b", "c"))]
+    ),
+    "s02_no_messages": scenario(messages=[], replies=[DONE]),
+    "s02_trailing_assistant": scenario(
+        messages=[
+            user("go"),
+            {
+                "role": "assistant",
+                "content": [{"type": "text", "text": "old"}],
+                "api": "scripted-api",
+                "provider": "scripted",
+                "model": "scripted-1",
+                "usage": {
+                    "input": 0,
+                    "output": 0,
+                    "cacheRead": 0,
+                    "cacheWrite": 0,
+                    "totalTokens": 0,
+                    "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "total": 0},
+                },
+                "stopReason": "stop",
+                "timestamp": 1,
+            },
+        ],
+        replies=[DONE],
+    ),
+    "s03_error_without_start": scenario(
+        replies=[reply(stopReason="error", errorMessage="429 Too Many Requests", start=False)]
+    ),
+    "s04_error_after_start_with_calls": scenario(
+        tools=tools("A"),
+        replies=[
+            reply(text("x"), call("c1", "A"), stopReason="error", errorMessage="boom"),
+        ],
+    ),
+    "s04_aborted_without_cancellation": scenario(
+        replies=[reply(text("x"), stopReason="aborted", errorMessage="Request was aborted")]
+    ),
+    "s05_parallel_completion_order": scenario(
+        tools=tools("A", "B"),
+        replies=[reply(call("a", "A"), call("b", "B")), DONE],
+        calls={"a": after(40), "b": after(10)},
+    ),
+    "s06_parallel_unknown_first_pass": scenario(
+        tools=tools("A"),
+        replies=[
+            reply(call("c1", "A"), call("c2", "A"), call("c3", "U"), call("c4", "A")),
+            DONE,
+        ],
+        calls={
+            "c1": {"steps": [{"sleep": 10}, {"update": "p1"}, {"sleep": 30}]},
+            "c2": after(20),
+            "c4": {"steps": [{"sleep": 30}, {"update": "p4"}, {"sleep": 20}]},
+        },
+    ),
+    "s07_sequential_setting": scenario(
+        tools=tools("A", "B"),
+        toolExecution="sequential",
+        replies=[reply(call("a", "A"), call("b", "B"), call("c", "A")), DONE],
+        calls={"a": after(30), "b": after(5)},
+    ),
+    "s08_one_sequential_tool": scenario(
+        tools=[{"name": "A"}, {"name": "S", "executionMode": "sequential"}],
+        replies=[reply(call("a", "A"), call("s", "S")), DONE],
+        calls={"a": after(30), "s": after(5)},
+    ),
+    "s08_sequential_tool_not_called": scenario(
+        tools=[{"name": "A"}, {"name": "S", "executionMode": "sequential"}],
+        replies=[reply(call("a1", "A"), call("a2", "A")), DONE],
+        calls={"a1": after(30), "a2": after(5)},
+    ),
+    "s09_unknown_tool_continues": scenario(
+        replies=[reply(call("c1", "Nope")), DONE],
+    ),
+    "s10_validation_missing_number": scenario(
+        tools=tools("V", V=NUMBER_N), replies=[reply(call("c1", "V", {})), DONE]
+    ),
+    "s10_validation_wrong_type": scenario(
+        tools=tools("V", V=NUMBER_N), replies=[reply(call("c1", "V", {"n": "x", "m": [1]})), DONE]
+    ),
+    "s11_coercible_string_passes": scenario(
+        tools=tools("V", V=NUMBER_N), replies=[reply(call("c1", "V", {"n": "5"})), DONE]
+    ),
+    "s12_coercions": scenario(
+        tools=tools(
+            "N",
+            "I",
+            "B",
+            "L",
+            "Y",
+            N={"type": "object", "properties": {"a": {"type": "number"}, "s": {"type": "string"}}},
+            I={"type": "object", "properties": {"i": {"type": "integer"}}},
+            B={"type": "object", "properties": {"b": {"type": "boolean"}}},
+            L={"type": "object", "properties": {"l": {"type": "array", "items": {"type": "number"}}}},
+            Y={
+                "type": "object",
+                "properties": {"y": {"anyOf": [{"type": "number"}, {"type": "boolean"}]}},
+            },
+        ),
+        replies=[
+            reply(
+                call("n1", "N", {"a": None, "s": None}),
+                call("n2", "N", {"a": "0x10"}),
+                call("i1", "I", {"i": "1.0"}),
+                call("i2", "I", {"i": "3.5"}),
+                call("b1", "B", {"b": "yes"}),
+                call("b2", "B", {"b": None}),
+                call("l1", "L", {"l": ["1", "2"]}),
+                call("y1", "Y", {"y": "true"}),
+            ),
+            DONE,
+        ],
+    ),
+    "s13_rejection": scenario(
+        tools=tools("A"), replies=[reply(call("c1", "A")), DONE], calls={"c1": {"reject": "denied"}}
+    ),
+    "s13_rejection_among_parallel": scenario(
+        tools=tools("A"),
+        replies=[reply(call("c1", "A"), call("c2", "A"), call("c3", "A")), DONE],
+        calls={"c1": after(20), "c2": {"reject": "no"}, "c3": after(5)},
+    ),
+    "s14_all_terminate": scenario(
+        tools=tools("A"),
+        replies=[reply(call("c1", "A"), call("c2", "A")), DONE],
+        calls={"c1": after(5, terminate=True), "c2": after(15, terminate=True)},
+    ),
+    "s15_some_terminate": scenario(
+        tools=tools("A"),
+        replies=[reply(call("c1", "A"), call("c2", "A")), DONE],
+        calls={"c1": after(5, terminate=True), "c2": after(15)},
+    ),
+    "s15_rejection_breaks_terminate": scenario(
+        tools=tools("A"),
+        replies=[reply(call("c1", "A"), call("c2", "A")), DONE],
+        calls={"c1": after(5, terminate=True), "c2": {"reject": "no"}},
+    ),
+    "s16_terminate_with_steering": scenario(
+        tools=tools("A"),
+        replies=[reply(call("c1", "A")), DONE],
+        calls={"c1": after(5, terminate=True)},
+        steering=[[], [user("steer")]],
+    ),
+    "s16_terminate_with_follow_up": scenario(
+        tools=tools("A"),
+        replies=[reply(call("c1", "A")), DONE],
+        calls={"c1": after(5, terminate=True)},
+        followUp=[[user("more")]],
+    ),
+    "s18_initial_steering": scenario(
+        replies=[DONE], steering=[[user("s1"), user("s2")]], followUp=[]
+    ),
+    "s19_steering_after_answer": scenario(
+        replies=[reply(text("first")), DONE], steering=[[], [user("u")]]
+    ),
+    "s19_steering_after_tool_turn": scenario(
+        tools=tools("A"),
+        replies=[reply(call("c1", "A")), reply(text("x")), DONE],
+        calls={"c1": after(5)},
+        steering=[[], [user("u")], []],
+        followUp=[],
+    ),
+    "s20_follow_ups": scenario(
+        replies=[reply(text("first")), DONE],
+        followUp=[[user("f1"), user("f2")]],
+        steering=[],
+    ),
+    "s20_follow_up_then_steering": scenario(
+        replies=[reply(text("a")), reply(text("b")), reply(text("c")), DONE],
+        followUp=[[user("f1")], [user("f2")]],
+        steering=[[], [], [user("s")]],
+    ),
+    "s21_stop_after_tool_turn": scenario(
+        tools=tools("A"),
+        replies=[reply(call("c1", "A")), DONE],
+        calls={"c1": after(5)},
+        stop=[True],
+        steering=[[user("never polled")]],
+        followUp=[[user("never polled")]],
+    ),
+    "s21_stop_second_turn": scenario(
+        tools=tools("A"),
+        replies=[reply(call("c1", "A")), reply(call("c2", "A")), DONE],
+        calls={"c1": after(5), "c2": after(5)},
+        stop=[False, True],
+    ),
+    "s22_error_turn_skips_stop_hook": scenario(
+        replies=[reply(stopReason="error", errorMessage="503", start=False)], stop=[True]
+    ),
+    "s32_stream_function_raises": scenario(replies=[reply(raises="socket closed")]),
+    "s32_stream_without_terminal": scenario(replies=[reply(text("x"), noTerminal=True)]),
+    "s32_out_of_replies": scenario(
+        tools=tools("A"), replies=[reply(call("c1", "A"))], calls={"c1": after(5)}
+    ),
+    "s34_delta_before_start": scenario(replies=[reply(text("a"), beforeStart=2)]),
+    "s34_delta_before_start_no_start": scenario(
+        replies=[reply(stopReason="error", errorMessage="e", start=False, beforeStart=1)]
+    ),
+    "s34_events_after_done": scenario(replies=[reply(text("a"), trailing=3)]),
+    "s35_updates": scenario(
+        tools=tools("A"),
+        replies=[reply(call("c1", "A")), DONE],
+        calls={"c1": {"steps": [{"update": "u1"}, {"sleep": 5}, {"update": "u2"}]}},
+    ),
+    "s35_parallel_updates_interleave": scenario(
+        tools=tools("A"),
+        replies=[reply(call("a", "A"), call("b", "A")), DONE],
+        calls={
+            "a": {"steps": [{"sleep": 10}, {"update": "a1"}, {"sleep": 20}, {"update": "a2"}]},
+            "b": {"steps": [{"sleep": 20}, {"update": "b1"}, {"sleep": 30}]},
+        },
+    ),
+    "s36_execute_raises": scenario(
+        tools=tools("A"),
+        replies=[reply(call("c1", "A"), call("c2", "A")), DONE],
+        calls={"c1": {"steps": [{"sleep": 30}], "raises": "kaput"}, "c2": after(5)},
+    ),
+    "s36_prepare_raises": scenario(
+        tools=tools("A"),
+        replies=[reply(call("c1", "A"), call("c2", "A")), DONE],
+        calls={"c2": {"prepareRaises": "no door"}},
+    ),
+    "s36_sequential_execute_raises": scenario(
+        tools=tools("A"),
+        toolExecution="sequential",
+        replies=[reply(call("c1", "A"), call("c2", "A")), DONE],
+        calls={"c2": {"raises": "kaput"}},
+    ),
+    "s37_result_fields": scenario(
+        tools=tools("A"),
+        replies=[reply(call("c1", "A"), call("c2", "A"), call("c3", "A")), DONE],
+        calls={
+            "c1": after(5, text="plain"),
+            "c2": after(10, text="bad", isError=True, details={"why": [1, 2]}),
+            "c3": after(15, details={"k": "v"}),
+        },
+    ),
+    "x_length_with_calls_runs_them": scenario(
+        tools=tools("A"),
+        replies=[reply(call("c1", "A", {"q": "tr"}), stopReason="length"), DONE],
+        calls={"c1": after(5)},
+    ),
+    "x_multi_turn_tool_loop": scenario(
+        tools=tools("A", "B"),
+        replies=[
+            reply(text("t1"), call("c1", "A", {"k": 1}, pieces=3)),
+            reply(thinking("hm"), call("c2", "B"), call("c3", "A")),
+            reply(text("end")),
+        ],
+        calls={"c1": after(5), "c2": after(20), "c3": after(10)},
+    ),
+    "x_steering_hook_raises": scenario(
+        replies=[reply(text("a")), DONE], steering=[[], {"raises": "queue broke"}]
+    ),
+    "x_follow_up_hook_raises": scenario(replies=[DONE], followUp=[{"raises": "queue broke"}]),
+    "x_stop_hook_raises": scenario(replies=[DONE], stop=[{"raises": "hook broke"}]),
+    "x_context_ends_with_tool_result": scenario(
+        messages=[
+            user("go"),
+            {
+                "role": "toolResult",
+                "toolCallId": "old",
+                "toolName": "A",
+                "content": [{"type": "text", "text": "r"}],
+                "isError": False,
+                "timestamp": 1,
+            },
+        ],
+        replies=[DONE],
+    ),
+}
+
+__all__ = ["NUMBER_N", "SCENARIOS", "call", "reply", "scenario", "text", "thinking", "user"]
