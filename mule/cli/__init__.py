@@ -18,6 +18,7 @@ from mule.cli._run import (
     THINKING_LEVELS,
     RunOptions,
 )
+from mule.pi._retry import PI_CODING_AGENT_RETRY_DEFAULTS, RetryPolicy
 
 _EPILOG = """\
 exit codes: 0 completed, 1 failed, 2 usage or setup error, 130 cancelled (Ctrl-C)
@@ -65,7 +66,28 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--json", action="store_true", help="write one mule event per line")
     run.add_argument("--yes", "-y", action="store_true", help="run bash commands without asking")
     run.add_argument("--thinking", choices=THINKING_LEVELS, help="reasoning level")
-    run.add_argument("--no-retry", action="store_true", help="do not retry transient model errors")
+    run.add_argument(
+        "--retries",
+        type=int,
+        default=PI_CODING_AGENT_RETRY_DEFAULTS.max_retries,
+        metavar="N",
+        help="retries of a transient model error (Pi coding-agent default "
+        f"{PI_CODING_AGENT_RETRY_DEFAULTS.max_retries}; 0 = none)",
+    )
+    run.add_argument(
+        "--retry-base-ms",
+        type=float,
+        default=PI_CODING_AGENT_RETRY_DEFAULTS.base_delay_ms,
+        metavar="MS",
+        help="first retry delay, doubled each time "
+        f"(default {PI_CODING_AGENT_RETRY_DEFAULTS.base_delay_ms:g})",
+    )
+    run.add_argument(
+        "--provider-retries",
+        type=int,
+        metavar="N",
+        help="HTTP-level retries inside one model call (default: the provider's, as in Pi)",
+    )
     run.add_argument(
         "--cwd", type=Path, default=Path("."), help="working directory for the tools (default .)"
     )
@@ -117,7 +139,12 @@ def _dispatch(args: argparse.Namespace) -> int:
                 json=args.json,
                 yes=args.yes,
                 thinking=args.thinking,
-                retry=not args.no_retry,
+                retry=RetryPolicy(
+                    enabled=args.retries > 0,
+                    max_retries=max(0, args.retries),
+                    base_delay_ms=args.retry_base_ms,
+                ),
+                provider_retries=args.provider_retries,
                 cwd=args.cwd.resolve(),
                 confined=not args.unconfined,
                 bash_timeout_s=args.bash_timeout,

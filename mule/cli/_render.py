@@ -77,6 +77,8 @@ def planned_retry_ms(
 
 
 def _seconds(ms: float) -> str:
+    if ms < 1000:
+        return f"{ms:.0f} ms"
     s = ms / 1000
     return f"{s:.0f} s" if s >= 10 or s == int(s) else f"{s:.1f} s"
 

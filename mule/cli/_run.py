@@ -24,7 +24,7 @@ from mule.effects._events import MuleEvent, RunEnd
 from mule.pi._context import StreamOptions
 from mule.pi._messages import UserMessage
 from mule.pi._model import ThinkingLevel
-from mule.pi._retry import PI_CODING_AGENT_RETRY_DEFAULTS
+from mule.pi._retry import PI_CODING_AGENT_RETRY_DEFAULTS, RetryPolicy
 from mule.pi.providers._simple import retry_after_ms
 from mule.promise._run import MuleRunFailed, run
 from mule.promise._types import MulePromiseListener, MuleRunInput
@@ -53,7 +53,8 @@ class RunOptions:
     json: bool = False
     yes: bool = False
     thinking: str | None = None
-    retry: bool = True
+    retry: RetryPolicy = PI_CODING_AGENT_RETRY_DEFAULTS
+    provider_retries: int | None = None
     cwd: Path = Path(".")  # absolute: the caller resolves it before the event loop starts
     confined: bool = True
     bash_timeout_s: float = BASH_DEFAULT_TIMEOUT_S
@@ -92,13 +93,16 @@ async def drive(
     with `run_end(cancelled)`; a second Ctrl-C cancels the task outright.
     """
     controller = AbortController()
-    code = EXIT_FAILED
+    code = EXIT_CANCELLED  # unless the run returns or raises below (a forced cancel does neither)
+    forced = False
     async with anyio.create_task_group() as tg:
 
         async def on_sigint() -> None:
+            nonlocal forced
             with anyio.open_signal_receiver(signals.SIGINT) as received:
                 async for _ in received:
                     if controller.signal.aborted:
+                        forced = True
                         tg.cancel_scope.cancel()
                         return
                     errors.print(Text("cancelling… (Ctrl-C again to force)", style="yellow"))
@@ -115,9 +119,8 @@ async def drive(
             errors.print(Text("run cancelled", style="yellow"))
             code = EXIT_CANCELLED
         tg.cancel_scope.cancel()
-    if tg.cancel_scope.cancelled_caught and code == EXIT_FAILED:
+    if forced:
         errors.print(Text("run cancelled (forced)", style="yellow"))
-        code = EXIT_CANCELLED
     return code
 
 
@@ -156,7 +159,7 @@ async def run_command(opts: RunOptions) -> int:
         return EXIT_USAGE
     root = opts.cwd
     ws = Workspace.at(root, confined=opts.confined)
-    retry = PI_CODING_AGENT_RETRY_DEFAULTS if opts.retry else None
+    retry = opts.retry if opts.retry.enabled else None
     view = LiveView(out, retry=retry, retry_after=retry_after_ms)
     try:
         tools = builtin_tools(
@@ -176,7 +179,10 @@ async def run_command(opts: RunOptions) -> int:
         messages=(_user(opts.prompt),),
         tools=tools,
         stream_options=StreamOptions(
-            api_key=target.api_key, headers=target.headers, reasoning=level
+            api_key=target.api_key,
+            headers=target.headers,
+            reasoning=level,
+            max_retries=opts.provider_retries,
         ),
         retry=retry,
         retry_after_ms=retry_after_ms,
