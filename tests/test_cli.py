@@ -1,0 +1,303 @@
+"""The `mule` command end to end: real subprocesses against the fake OpenAI server."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mule.testing.fake_openai import FakeOpenAI, chat_stream, chat_text, openai_error, tool_call
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> dict[str, str]:
+    """Return a clean environment: no provider keys, an empty Pi agent dir, a wide console."""
+    keep = {k: v for k, v in os.environ.items() if not k.endswith(("_API_KEY", "_TOKEN"))}
+    agent = tmp_path / "agent"
+    agent.mkdir()
+    return {**keep, "PI_CODING_AGENT_DIR": str(agent), "COLUMNS": "200", "NO_COLOR": "1"}
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    root = tmp_path / "project"
+    root.mkdir()
+    (root / "README.md").write_text("# Widget Factory\n\nBuilds widgets out of sprockets.\n")
+    (root / "factory.py").write_text("def make_widget():\n    return 1\n")
+    (root / "data").mkdir()
+    return root
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeOpenAI]:
+    with FakeOpenAI() as server:
+        yield server
+
+
+def mule(
+    args: Sequence[str], env: dict[str, str], cwd: Path, stdin: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "mule.cli", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=cwd,
+        input=stdin if stdin is not None else "",
+        timeout=60,
+    )
+
+
+def events(stdout: str) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in stdout.splitlines()]
+
+
+def run_args(fake: FakeOpenAI, prompt: str, *extra: str) -> list[str]:
+    return ["run", prompt, "--model", "local/gpt-fake", "--base-url", fake.base_url, *extra]
+
+
+# -- demo -------------------------------------------------------------------------------------
+
+
+def test_demo_reads_the_real_readme(project: Path, env: dict[str, str]) -> None:
+    """`mule demo` lists the directory, reads README.md and summarises both, labelled scripted."""
+    done = mule(["demo", "--delay-ms", "0"], env, project)
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert "demo: scripted model, no LLM" in out
+    for name in ("README.md", "factory.py", "data/"):
+        assert name in out
+    assert "Widget Factory" in out
+    assert "Builds widgets out of sprockets." in out
+
+
+def test_demo_without_readme_greps_for_definitions(tmp_path: Path, env: dict[str, str]) -> None:
+    """Without a README the demo greps, and its answer quotes the real definitions found."""
+    (tmp_path / "engine.py").write_text("class Engine:\n    def start(self):\n        pass\n")
+    done = mule(["demo", "--delay-ms", "0", "--json"], env, tmp_path)
+    assert done.returncode == 0, done.stderr
+    lines = events(done.stdout)
+    calls = [e["call"]["name"] for e in lines if e["type"] == "tool_execution_start"]
+    assert calls == ["ls", "grep"]
+    final = [e for e in lines if e["type"] == "message_end"][-1]["value"]
+    answer = final["content"][0]["text"]
+    assert "class Engine:" in answer
+    assert "engine.py" in answer
+    assert lines[-1]["type"] == "run_end"
+    assert lines[-1]["outcome"] == "completed"
+
+
+# -- run against the fake OpenAI server -------------------------------------------------------
+
+
+def test_run_with_a_tool_call_in_json_mode(
+    fake: FakeOpenAI, project: Path, env: dict[str, str]
+) -> None:
+    """--json writes one event per line; the real ls result reaches the model's next request."""
+    fake.push(
+        chat_stream(text="Looking.", calls=[tool_call("call_1", "ls", {"path": "."})], pieces=2)
+    )
+    fake.push(chat_text("You have a README and a factory.", pieces=3))
+    done = mule(run_args(fake, "what is here?", "--json"), env, project)
+    assert done.returncode == 0, done.stderr
+    lines = events(done.stdout)
+    kinds = [e["type"] for e in lines]
+    assert kinds[:3] == ["run_start", "turn_start", "model_prompt"]
+    assert kinds.count("model_prompt") == 2
+    assert "message_update" in kinds
+    end = next(e for e in lines if e["type"] == "tool_execution_end")
+    assert end["result"]["isError"] is False
+    assert end["result"]["content"][0]["text"] == "data/\nfactory.py\nREADME.md"
+    assert lines[-1]["outcome"] == "completed"
+    second = fake.requests[1]["body"]["messages"]
+    assert second[-1]["role"] == "tool"
+    assert "factory.py" in json.dumps(second[-1])
+
+
+def test_live_view_shows_text_tools_and_summary(
+    fake: FakeOpenAI, project: Path, env: dict[str, str]
+) -> None:
+    """The human view prints thinking, the tool call and its result, and the answer."""
+    fake.push(
+        chat_stream(
+            reasoning="I should read it.",
+            calls=[tool_call("call_1", "read", {"path": "README.md"})],
+        )
+    )
+    fake.push(chat_text("It builds widgets."))
+    done = mule(run_args(fake, "what is this?"), env, project)
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert "I should read it." in out
+    assert "read README.md" in out
+    assert "# Widget Factory" in out
+    assert "It builds widgets." in out
+    assert "2 turns" in out
+
+
+def test_retry_after_a_500_is_visible_then_succeeds(
+    fake: FakeOpenAI, project: Path, env: dict[str, str]
+) -> None:
+    """A 500 shows the error and "retrying in"; the retried attempt completes the run."""
+    fake.push(openai_error(500, "Internal server error", type="server_error"))
+    fake.push(chat_text("Recovered."))
+    args = run_args(fake, "hi", "--provider-retries", "0", "--retry-base-ms", "20")
+    done = mule(args, env, project)
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert "500 Internal server error" in out
+    assert "retrying in 20 ms (retry 1 of 3)" in out
+    assert "Recovered." in out
+    assert len(fake.requests) == 2
+
+
+def test_retry_in_json_mode_is_an_error_end_then_the_next_prompt(
+    fake: FakeOpenAI, project: Path, env: dict[str, str]
+) -> None:
+    """The event stream shows the failed attempt's message_end(error), then model_prompt(2)."""
+    fake.push(openai_error(503, "Service Unavailable", type="server_error"))
+    fake.push(chat_text("ok"))
+    args = run_args(fake, "hi", "--provider-retries", "0", "--retry-base-ms", "1", "--json")
+    lines = events(mule(args, env, project).stdout)
+    trail = [
+        (e["type"], e.get("attempt"), e.get("value", {}).get("stopReason"))
+        for e in lines
+        if e["type"] in ("model_prompt", "message_end")
+    ]
+    assert trail == [
+        ("model_prompt", 1, None),
+        ("message_end", None, "error"),
+        ("model_prompt", 2, None),
+        ("message_end", None, "stop"),
+    ]
+
+
+def test_a_non_retryable_failure_exits_1_with_phase_and_message(
+    fake: FakeOpenAI, project: Path, env: dict[str, str]
+) -> None:
+    """A 400 is not retried: exit code 1, and stderr names the phase and the message."""
+    fake.push(openai_error(400, "Bad request: unknown parameter"))
+    done = mule(run_args(fake, "hi", "--provider-retries", "0"), env, project)
+    assert done.returncode == 1
+    assert "run failed (model)" in done.stderr
+    assert "unknown parameter" in done.stderr
+    assert len(fake.requests) == 1
+
+
+def test_bash_declined_on_stdin_gives_the_model_an_error_result(
+    fake: FakeOpenAI, project: Path, env: dict[str, str]
+) -> None:
+    """Answering "n" to the confirmation: the command does not run, the model sees is_error."""
+    fake.push(chat_stream(calls=[tool_call("call_1", "bash", {"command": "touch ran.txt"})]))
+    fake.push(chat_text("Understood."))
+    done = mule(run_args(fake, "make a file", "--json"), env, project, stdin="n\n")
+    assert done.returncode == 0, done.stderr
+    assert "touch ran.txt" in done.stderr
+    end = next(e for e in events(done.stdout) if e["type"] == "tool_execution_end")
+    assert end["result"]["isError"] is True
+    assert "declined" in end["result"]["content"][0]["text"]
+    assert not (project / "ran.txt").exists()
+
+
+def test_bash_with_yes_runs_without_asking(
+    fake: FakeOpenAI, project: Path, env: dict[str, str]
+) -> None:
+    """--yes skips the confirmation; the command's output reaches the model."""
+    fake.push(chat_stream(calls=[tool_call("call_1", "bash", {"command": "echo made > f.txt"})]))
+    fake.push(chat_text("Done."))
+    done = mule(run_args(fake, "make a file", "--json", "--yes"), env, project)
+    assert done.returncode == 0, done.stderr
+    assert (project / "f.txt").read_text() == "made\n"
+    assert "Run it?" not in done.stderr
+
+
+def test_ctrl_c_mid_stream_cancels_with_130_and_run_end(
+    fake: FakeOpenAI, project: Path, env: dict[str, str]
+) -> None:
+    """SIGINT while the model stalls: exit 130, the last line is run_end(cancelled)."""
+    fake.push(chat_stream(text="Partial answer that never", pieces=3, then="stall"))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "mule.cli", *run_args(fake, "hi", "--json")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        text=True,
+        env=env,
+        cwd=project,
+    )
+    try:
+        assert proc.stdout is not None
+        seen: list[dict[str, Any]] = []
+        for line in proc.stdout:
+            seen.append(json.loads(line))
+            if seen[-1]["type"] == "message_update":
+                break
+        proc.send_signal(signal.SIGINT)
+        rest, err = proc.communicate(timeout=20)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    seen.extend(events(rest))
+    assert proc.returncode == 130, err
+    assert seen[-1]["type"] == "run_end"
+    assert seen[-1]["outcome"] == "cancelled"
+    assert "message_end" not in [e["type"] for e in seen]
+    assert "cancelled" in err
+
+
+def test_models_json_custom_provider_is_honoured(
+    fake: FakeOpenAI, project: Path, env: dict[str, str]
+) -> None:
+    """A provider defined in Pi's models.json is usable by name, with its apiKey sent."""
+    config = {
+        "providers": {
+            "mine": {
+                "baseUrl": fake.base_url,
+                "api": "openai-completions",
+                "apiKey": "sk-from-models-json",
+                "models": [{"id": "house-model"}],
+            }
+        }
+    }
+    Path(env["PI_CODING_AGENT_DIR"], "models.json").write_text(json.dumps(config))
+    fake.push(chat_text("hello from the house model"))
+    done = mule(["run", "hi", "--model", "mine/house-model", "--tools", ""], env, project)
+    assert done.returncode == 0, done.stderr
+    assert "hello from the house model" in done.stdout
+    assert fake.requests[0]["headers"]["authorization"] == "Bearer sk-from-models-json"
+    assert "tools" not in fake.requests[0]["body"]
+    listed = mule(["models", "--provider", "mine"], env, project)
+    assert "mine/house-model" in listed.stdout
+
+
+# -- setup errors and `mule models` -----------------------------------------------------------
+
+
+def test_setup_errors_exit_2(project: Path, env: dict[str, str]) -> None:
+    """Unknown providers, a missing key and journal flags without support are usage errors."""
+    unknown = mule(["run", "hi", "--model", "nosuch/model"], env, project)
+    assert unknown.returncode == 2
+    assert "--base-url" in unknown.stderr
+    no_key = mule(["run", "hi", "--model", "openai/gpt-4o"], env, project)
+    assert no_key.returncode == 2
+    assert "OPENAI_API_KEY" in no_key.stderr
+
+
+def test_models_lists_the_registry(project: Path, env: dict[str, str]) -> None:
+    """`mule models --provider anthropic` prints its models; an unknown provider exits 2."""
+    done = mule(["models", "--provider", "anthropic"], env, project)
+    assert done.returncode == 0, done.stderr
+    assert "anthropic/claude-sonnet-4-5" in done.stdout
+    assert "openai/" not in done.stdout
+    bad = mule(["models", "--provider", "nosuch"], env, project)
+    assert bad.returncode == 2
