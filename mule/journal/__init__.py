@@ -1,0 +1,16 @@
+"""Durable runs: a SQLite transcript owner that records every event and recovers runs."""
+
+from mule.journal._fold import Fold, fold
+from mule.journal._owner import TranscriptOwner
+from mule.journal._sqlite import Journal, JournalError, RunInfo, RunState, Synchronous
+
+__all__ = [
+    "Fold",
+    "Journal",
+    "JournalError",
+    "RunInfo",
+    "RunState",
+    "Synchronous",
+    "TranscriptOwner",
+    "fold",
+]

@@ -1,0 +1,40 @@
+"""The transcript-owner interface: what durable recording and recovery of runs needs."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
+from mule._abort import AbortSignal
+from mule.effects._events import MuleEvent
+from mule.effects._settings import MuleResume
+from mule.pi._messages import Message
+
+
+class TranscriptOwner(Protocol):
+    """Records runs durably and rebuilds the input that continues an interrupted one.
+
+    `listener(run_id)` must make each `tool_execution_start` durable before it returns (the
+    core runs the tool only after the listener returned), and each committed message at its
+    `message_end`; an assistant attempt followed by `model_prompt` in the same turn was
+    superseded by a retry and must not be recovered.
+    """
+
+    def begin(self, run_id: str, messages: Sequence[Message]) -> None:
+        """Record a new run and its starting messages."""
+        ...
+
+    def listener(self, run_id: str) -> Callable[[MuleEvent, AbortSignal], None]:
+        """Return a listener that records one run (the first, or a resumed one) of `run_id`."""
+        ...
+
+    def recover(self, run_id: str) -> tuple[tuple[Message, ...], MuleResume | None]:
+        """Return the `messages` and `resume` that continue the run."""
+        ...
+
+    def transcript(self, run_id: str) -> tuple[Message, ...]:
+        """Return the run's committed transcript."""
+        ...
+
+
+__all__ = ["TranscriptOwner"]

@@ -1,0 +1,292 @@
+"""The SQLite transcript owner: records every run event, commits at checkpoints, recovers runs."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sqlite3
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Literal, TypeAlias, final
+
+from attrs import frozen
+from returns.result import Failure, Result, Success
+
+from mule._abort import AbortSignal
+from mule.effects._codec import event_from_wire
+from mule.effects._errors import MuleError
+from mule.effects._events import MuleEvent
+from mule.effects._settings import Listener, MuleResume
+from mule.journal._fold import Fold, fold
+from mule.journal._record import COMMIT_POINTS, STREAM_ONLY, encode
+from mule.pi._codec import from_wire, to_wire
+from mule.pi._messages import Message
+
+Synchronous: TypeAlias = Literal["FULL", "NORMAL"]
+RunState: TypeAlias = Literal["running", "completed", "failed", "cancelled", "interrupted"]
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS runs(
+    run_id TEXT PRIMARY KEY,
+    base TEXT NOT NULL,
+    status TEXT NOT NULL,
+    segments INTEGER NOT NULL DEFAULT 0,
+    pid INTEGER NOT NULL,
+    host TEXT NOT NULL,
+    created_ms INTEGER NOT NULL,
+    updated_ms INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS events(
+    run_id TEXT NOT NULL,
+    segment INTEGER NOT NULL,
+    seq INTEGER NOT NULL,
+    type TEXT NOT NULL,
+    body TEXT NOT NULL,
+    PRIMARY KEY(run_id, segment, seq)
+) WITHOUT ROWID;
+"""
+
+
+class JournalError(Exception):
+    """The journal cannot do what was asked (an unknown run, a run that already exists)."""
+
+
+@final
+@frozen
+class RunInfo:
+    """One recorded run: its status (`interrupted` = running, but its writer process is gone)."""
+
+    run_id: str
+    status: RunState
+    segments: int
+    pid: int
+    created_ms: int
+    updated_ms: int
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+@final
+class _Segment:
+    """One run's listener: buffers events and commits them at each durability point."""
+
+    __slots__ = ("buffer", "flush_every", "journal", "run_id", "segment", "seq")
+
+    def __init__(self, journal: Journal, run_id: str, segment: int) -> None:
+        self.journal = journal
+        self.run_id = run_id
+        self.segment = segment
+        self.seq = 0
+        self.buffer: list[tuple[str, int, int, str, str]] = []
+        self.flush_every = journal.flush_every
+
+    def __call__(self, event: MuleEvent, signal: AbortSignal | None = None) -> None:
+        """Record `event`; return only once a checkpoint event is durable."""
+        kind = event.type
+        self.buffer.append((self.run_id, self.segment, self.seq, kind, encode(event)))
+        self.seq += 1
+        if kind in COMMIT_POINTS or len(self.buffer) >= self.flush_every:
+            status = event.outcome if kind == "run_end" else None  # type: ignore[union-attr]
+            self.flush(status)
+
+    def flush(self, status: str | None = None) -> None:
+        """Write the buffered events in one short transaction."""
+        rows, self.buffer = self.buffer, []
+        with self.journal._write() as db:
+            db.executemany("INSERT INTO events VALUES (?, ?, ?, ?, ?)", rows)
+            if status is not None:
+                db.execute(
+                    "UPDATE runs SET status = ?, updated_ms = ? WHERE run_id = ?",
+                    (status, _now_ms(), self.run_id),
+                )
+
+
+class _Tx:
+    """`with journal._write() as db`: BEGIN IMMEDIATE ... COMMIT, or ROLLBACK on error."""
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self.db = db
+
+    def __enter__(self) -> sqlite3.Connection:
+        self.db.execute("BEGIN IMMEDIATE")
+        return self.db
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.db.execute("COMMIT" if kind is None else "ROLLBACK")
+
+
+@final
+class Journal:
+    """A transcript owner on one SQLite file, shared safely by tasks and processes.
+
+    WAL mode; `synchronous="FULL"` (the default) makes every checkpoint survive power loss,
+    `"NORMAL"` only a killed process (see docs/durability.md). Each run is identified by the
+    host's `run_id`; `begin` records its starting messages, each `listener(run_id)` records one
+    segment (the first run, then each resumed one), and `recover` rebuilds the input that
+    continues it.
+
+    >>> import tempfile, os
+    >>> from mule.pi._messages import UserMessage
+    >>> with Journal(os.path.join(tempfile.mkdtemp(), "j.db")) as j:
+    ...     j.begin("r1", [UserMessage("hi", 1)])
+    ...     j.recover("r1")
+    ((UserMessage(content='hi', timestamp=1),), None)
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        synchronous: Synchronous = "FULL",
+        busy_timeout_ms: int = 30_000,
+        flush_every: int = 256,
+    ) -> None:
+        if synchronous not in ("FULL", "NORMAL"):
+            raise ValueError(f"synchronous must be FULL or NORMAL, got {synchronous!r}")
+        self.path = Path(path)
+        self.flush_every = flush_every
+        # Autocommit mode: transactions are explicit and short (BEGIN IMMEDIATE ... COMMIT).
+        self._db = sqlite3.connect(self.path, isolation_level=None, timeout=busy_timeout_ms / 1000)
+        self._db.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+        self._db.execute("PRAGMA journal_mode = WAL")
+        self._db.execute(f"PRAGMA synchronous = {synchronous}")
+        with self._write() as db:
+            for statement in _SCHEMA.split(";"):
+                if statement.strip():
+                    db.execute(statement)
+
+    def _write(self) -> _Tx:
+        return _Tx(self._db)
+
+    def close(self) -> None:
+        """Close the database connection."""
+        self._db.close()
+
+    def __enter__(self) -> Journal:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- writing ----------------------------------------------------------------------------
+
+    def begin(self, run_id: str, messages: Sequence[Message]) -> None:
+        """Record a new run and the messages it starts from (`input.messages`)."""
+        base = json.dumps([to_wire(m) for m in messages], ensure_ascii=False)
+        now = _now_ms()
+        try:
+            with self._write() as db:
+                db.execute(
+                    "INSERT INTO runs VALUES (?, ?, 'running', 0, ?, ?, ?, ?)",
+                    (run_id, base, os.getpid(), socket.gethostname(), now, now),
+                )
+        except sqlite3.IntegrityError as exc:
+            raise JournalError(f"run {run_id!r} already exists") from exc
+
+    def listener(self, run_id: str) -> _Segment:
+        """Return a listener recording one run of `run_id` (promise form: sync, returns None).
+
+        Checkpoint events (run_start, tool_execution_start/end, message_end, turn_end, run_end)
+        are committed before the listener returns; since the core awaits the listener before
+        acting on an event, a tool's start is durable before the tool is looked up or run.
+        Other events are buffered and written with the next checkpoint.
+        """
+        with self._write() as db:
+            row = db.execute("SELECT segments FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+            if row is None:
+                raise JournalError(f"unknown run {run_id!r}: call begin() first")
+            segment = int(row[0]) + 1
+            db.execute(
+                "UPDATE runs SET segments = ?, status = 'running', pid = ?, host = ?,"
+                " updated_ms = ? WHERE run_id = ?",
+                (segment, os.getpid(), socket.gethostname(), _now_ms(), run_id),
+            )
+        return _Segment(self, run_id, segment)
+
+    def core_listener(self, run_id: str) -> Listener:
+        """Return the same recorder in the core's form (a failed write is a listener error)."""
+        record = self.listener(run_id)
+
+        async def listen(event: MuleEvent, signal: AbortSignal) -> Result[None, MuleError]:
+            try:
+                record(event, signal)
+            except Exception as exc:
+                return Failure(MuleError("listener", f"journal write failed: {exc}", exc))
+            return Success(None)
+
+        return listen
+
+    # -- reading ----------------------------------------------------------------------------
+
+    def _base(self, run_id: str) -> tuple[Message, ...]:
+        row = self._db.execute("SELECT base FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+        if row is None:
+            raise JournalError(f"unknown run {run_id!r}")
+        return tuple(from_wire(Message, m) for m in json.loads(row[0]))
+
+    def _fold(self, run_id: str) -> Fold:
+        base = self._base(run_id)
+        rows = self._db.execute(
+            "SELECT body FROM events WHERE run_id = ? AND type NOT IN (?, ?) ORDER BY segment, seq",
+            (run_id, *STREAM_ONLY),
+        )
+        return fold(base, (event_from_wire(json.loads(body)) for (body,) in rows))
+
+    def recover(self, run_id: str) -> tuple[tuple[Message, ...], MuleResume | None]:
+        """Return `(messages, resume)` that continue the run from its last committed state.
+
+        Interrupted mid model stream or during a retry backoff: no resume, the committed
+        messages only (the next run asks the model again). Interrupted in a turn: its
+        assistant message, with one checkpoint per tool call.
+        """
+        return self._fold(run_id).recover()
+
+    def transcript(self, run_id: str) -> tuple[Message, ...]:
+        """Return the committed transcript: starting messages, then every committed message."""
+        return tuple(self._fold(run_id).transcript)
+
+    def events(self, run_id: str) -> Iterator[tuple[int, int, dict[str, Any]]]:
+        """Yield `(segment, seq, json)` for every recorded event (message_update compact)."""
+        rows = self._db.execute(
+            "SELECT segment, seq, body FROM events WHERE run_id = ? ORDER BY segment, seq",
+            (run_id,),
+        )
+        for segment, seq, body in rows:
+            yield int(segment), int(seq), json.loads(body)
+
+    def runs(self) -> tuple[RunInfo, ...]:
+        """Return every recorded run, oldest first, with its status."""
+        host = socket.gethostname()
+        out: list[RunInfo] = []
+        for run_id, status, segments, pid, where, created, updated in self._db.execute(
+            "SELECT run_id, status, segments, pid, host, created_ms, updated_ms FROM runs"
+            " ORDER BY created_ms, run_id"
+        ):
+            state: RunState = status
+            if status == "running" and where == host and pid != os.getpid() and not _alive(pid):
+                state = "interrupted"
+            out.append(RunInfo(run_id, state, int(segments), int(pid), created, updated))
+        return tuple(out)
+
+
+__all__ = ["Journal", "JournalError", "RunInfo", "RunState", "Synchronous"]
