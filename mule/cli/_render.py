@@ -231,6 +231,7 @@ class LiveView:
                 self._blocks = {}
             case MessageEnd(value=AssistantMessage() as message):
                 self._streaming = False
+                self._blocks = {}
                 self._stop_live()
                 self._print_message(message)
                 if self._tools:
