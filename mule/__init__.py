@@ -1,1 +1,99 @@
-"""mule: an honest agent loop."""
+"""mule: Pi's agent loop in Python, honestly.
+
+Every event carries a causal identity, every failure is a typed value, a crash never loses a
+committed result nor repeats an unsafe tool, and a run ends in exactly one true outcome.
+
+`await mule.run(input, listener, signal)` is the promise-style entry point; `mule.effects.run`
+is the canonical core, returning `Result[MuleRunOutcome, MuleError]`; `mule.pi` is Pi's data
+model, wire codec and model streams.
+"""
+
+from mule._abort import AbortController, AbortError, AbortSignal
+from mule.effects._errors import MuleError, MulePhase
+from mule.effects._events import (
+    MessageEnd,
+    MessageStart,
+    MessageUpdate,
+    ModelPrompt,
+    MuleEvent,
+    RunEnd,
+    RunStart,
+    ToolExecutionEnd,
+    ToolExecutionStart,
+    ToolExecutionUpdate,
+    TurnEnd,
+    TurnStart,
+)
+from mule.effects._identity import MuleIdentity, MuleIdentityKind
+from mule.effects._settings import (
+    MuleCompletedTurn,
+    MuleResume,
+    MuleRunOutcome,
+    MuleRunSettings,
+    MuleStreamFunction,
+)
+from mule.effects._tools import (
+    MuleToolCheckpoint,
+    MuleToolExecutionPart,
+    MuleToolRejection,
+    MuleToolResult,
+    ToolCompleted,
+    ToolPending,
+    ToolStarted,
+)
+from mule.pi._retry import PI_CODING_AGENT_RETRY_DEFAULTS, RetryPolicy
+from mule.promise._function_tool import tool
+from mule.promise._run import Mule, MuleRunFailed, mule, run
+from mule.promise._types import (
+    MulePromiseListener,
+    MuleRunInput,
+    MuleTool,
+    MuleToolPreparation,
+    MuleToolPrepared,
+)
+
+__all__ = [
+    "PI_CODING_AGENT_RETRY_DEFAULTS",
+    "AbortController",
+    "AbortError",
+    "AbortSignal",
+    "MessageEnd",
+    "MessageStart",
+    "MessageUpdate",
+    "ModelPrompt",
+    "Mule",
+    "MuleCompletedTurn",
+    "MuleError",
+    "MuleEvent",
+    "MuleIdentity",
+    "MuleIdentityKind",
+    "MulePhase",
+    "MulePromiseListener",
+    "MuleResume",
+    "MuleRunFailed",
+    "MuleRunInput",
+    "MuleRunOutcome",
+    "MuleRunSettings",
+    "MuleStreamFunction",
+    "MuleTool",
+    "MuleToolCheckpoint",
+    "MuleToolExecutionPart",
+    "MuleToolPreparation",
+    "MuleToolPrepared",
+    "MuleToolRejection",
+    "MuleToolResult",
+    "RetryPolicy",
+    "RunEnd",
+    "RunStart",
+    "ToolCompleted",
+    "ToolExecutionEnd",
+    "ToolExecutionStart",
+    "ToolExecutionUpdate",
+    "ToolPending",
+    "ToolStarted",
+    "TurnEnd",
+    "TurnStart",
+    "mule",
+    "run",
+    "tool",
+]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import aclosing
 from typing import Literal, TypeAlias, final
 
 import anyio
@@ -196,11 +197,13 @@ async def _play(
             return
         yield StartEvent(partial=b.snapshot())
         for block in script.blocks:
-            async for ev in _play_block(block, b, pace):
-                if ev is None:
-                    yield aborted()
-                    return
-                yield ev
+            # Closed explicitly: a consumer that stops early must not leave it to the GC.
+            async with aclosing(_play_block(block, b, pace)) as events:
+                async for ev in events:
+                    if ev is None:
+                        yield aborted()
+                        return
+                    yield ev
     if script.no_terminal:
         return
     if not await pace():
