@@ -202,6 +202,7 @@ def test_bash_declined_on_stdin_gives_the_model_an_error_result(
     done = mule(run_args(fake, "make a file", "--json"), env, project, stdin="n\n")
     assert done.returncode == 0, done.stderr
     assert "touch ran.txt" in done.stderr
+    assert "Run it? [y/N]" in done.stderr
     end = next(e for e in events(done.stdout) if e["type"] == "tool_execution_end")
     assert end["result"]["isError"] is True
     assert "declined" in end["result"]["content"][0]["text"]

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import re
 import time
-from pathlib import Path
 from typing import Final, final
 
 from attrs import define
@@ -180,11 +179,6 @@ class DemoModel:
             f"call{'s' if len(results) != 1 else ''} and their results were real. "
             'Next: `mule run "your question" --model provider/id`.)_'
         )
-
-
-def demo_root_name(root: Path) -> str:
-    """Return how the demo names the directory it looks at."""
-    return root.name or str(root)
 
 
 __all__ = ["DEFINITIONS", "DEMO_LABEL", "DEMO_MODEL", "DEMO_PROMPT", "DEMO_TOOLS", "DemoModel"]

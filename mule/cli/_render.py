@@ -17,7 +17,7 @@ from typing import IO, Any, final
 
 import anyio
 import anyio.to_thread
-from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
+from rich.console import Console, ConsoleOptions, Group, RenderResult
 from rich.live import Live
 from rich.markdown import Markdown
 from rich.panel import Panel
@@ -47,7 +47,6 @@ from mule.pi._events import (
     ToolCallDeltaEvent,
     ToolCallStartEvent,
 )
-from mule.pi._json import JsonValue
 from mule.pi._messages import AssistantMessage
 from mule.pi._retry import RetryPolicy, is_retryable_assistant_error, retry_delay_ms
 
@@ -329,7 +328,7 @@ class LiveView:
             self.console.print(
                 Panel(Text(command), title="bash wants to run", border_style="yellow", expand=False)
             )
-            self.console.print("Run it? [y/N] ", end="")
+            self.console.print(Text("Run it? [y/N] ", style="bold yellow"), end="")
             self.console.file.flush()
             stdin = self._stdin if self._stdin is not None else sys.stdin
             answer = await anyio.to_thread.run_sync(_readline, stdin, abandon_on_cancel=True)
@@ -368,15 +367,5 @@ class JsonLines:
         self.out.write(json.dumps(wire, ensure_ascii=False, separators=(",", ":")) + "\n")
         self.out.flush()
 
-    def extra(self, data: dict[str, JsonValue]) -> None:
-        """Write a line that is not an event (the CLI's own notes carry a `mule_cli` key)."""
-        self.out.write(json.dumps(data, ensure_ascii=False, separators=(",", ":")) + "\n")
-        self.out.flush()
 
-
-def render_static(renderable: RenderableType, console: Console) -> None:
-    """Print a renderable (a small seam for commands that only print)."""
-    console.print(renderable)
-
-
-__all__ = ["JsonLines", "LiveView", "call_summary", "planned_retry_ms", "render_static"]
+__all__ = ["JsonLines", "LiveView", "call_summary", "planned_retry_ms"]
