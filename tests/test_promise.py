@@ -68,13 +68,21 @@ def _inp(replies: list[Reply], **kw: Any) -> MuleRunInput:
     )
 
 
-def _echo_tool(delay: float = 0.0) -> MuleTool:
+async def _parts(call: ToolCall) -> AsyncIterator[MuleToolExecutionPart]:
+    # Distinct delays per call keep parallel interleaving deterministic on both backends.
+    step = 0.01 * (1 + 2 * (call.id == "c2"))
+    await anyio.sleep(step)
+    yield MuleToolExecutionPart("update", MuleToolResult(content=(TextContent("..."),)))
+    await anyio.sleep(step)
+    text = f"echo {call.arguments.get('x')}"
+    yield MuleToolExecutionPart("result", MuleToolResult(content=(TextContent(text),)))
+
+
+def _echo_tool() -> MuleTool:
     async def prepare(call: ToolCall, signal: AbortSignal) -> MuleToolPrepared:
         async def execute(signal: AbortSignal) -> AsyncIterator[MuleToolExecutionPart]:
-            yield MuleToolExecutionPart("update", MuleToolResult(content=(TextContent("..."),)))
-            await anyio.sleep(delay)
-            text = f"echo {call.arguments.get('x')}"
-            yield MuleToolExecutionPart("result", MuleToolResult(content=(TextContent(text),)))
+            async for part in _parts(call):
+                yield part
 
         return MuleToolPrepared(execute)
 
@@ -86,13 +94,8 @@ def _core_echo_tool() -> CoreTool:
         async def execute(
             signal: AbortSignal,
         ) -> AsyncIterator[Result[MuleToolExecutionPart, MuleError]]:
-            yield Success(
-                MuleToolExecutionPart("update", MuleToolResult(content=(TextContent("..."),)))
-            )
-            text = f"echo {call.arguments.get('x')}"
-            yield Success(
-                MuleToolExecutionPart("result", MuleToolResult(content=(TextContent(text),)))
-            )
+            async for part in _parts(call):
+                yield Success(part)
 
         return Success(CorePrepared(execute))
 
