@@ -140,6 +140,10 @@ def step(state: RunState, fact: Fact) -> tuple[RunState, tuple[Command, ...]]:
         )
         return state, (update, PULL_MODEL)
     if type(phase) is Over:
+        if isinstance(fact, ListenerFailed):
+            # Only `run_end` precedes the Finish of its step: its listener failed, so the run
+            # fails with that error instead (the interpreter drops the pending Finish).
+            return state, (Finish(None, fact.error),)
         return state, ()
     t = _Txn(state)
     if isinstance(fact, CancelRequested):
