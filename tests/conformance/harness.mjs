@@ -188,7 +188,40 @@ function toolResult(callId, name, plan) {
   return result;
 }
 
-function makeTool(spec, plans) {
+/**
+ * Slots order the timed events of parallel tools without trusting the clock: a `{wait: k}` step
+ * blocks until every event of a lower slot was emitted (the k-th wait of a call is the slot of
+ * its k-th event: updates, then its end). A call's end frees all its slots (an immediate result
+ * never reaches them). A generous fallback keeps a broken order from hanging: it then shows.
+ */
+function makeSlots(plans) {
+  const of = {};
+  const all = new Set();
+  for (const [id, plan] of Object.entries(plans)) {
+    of[id] = (plan.steps ?? []).filter((s) => s.wait !== undefined).map((s) => s.wait);
+    for (const k of of[id]) all.add(k);
+  }
+  const done = new Set();
+  const updates = {};
+  return {
+    onEvent(event) {
+      const slots = of[event.toolCallId];
+      if (!slots) return;
+      if (event.type === "tool_execution_update") {
+        const n = (updates[event.toolCallId] = (updates[event.toolCallId] ?? 0) + 1);
+        if (slots[n - 1] !== undefined) done.add(slots[n - 1]);
+      } else if (event.type === "tool_execution_end") {
+        for (const k of slots) done.add(k);
+      }
+    },
+    async wait(k) {
+      const deadline = Date.now() + 2000;
+      while (Date.now() < deadline && [...all].some((s) => s < k && !done.has(s))) await sleep(1);
+    },
+  };
+}
+
+function makeTool(spec, plans, slots) {
   const tool = {
     name: spec.name,
     label: spec.name,
@@ -198,6 +231,7 @@ function makeTool(spec, plans) {
       const plan = plans[callId] ?? {};
       for (const s of plan.steps ?? []) {
         if (s.sleep !== undefined) await sleep(s.sleep);
+        else if (s.wait !== undefined) await slots.wait(s.wait);
         else onUpdate?.({ content: [{ type: "text", text: s.update }] });
       }
       if (plan.raises !== undefined) throw new Error(plan.raises);
@@ -228,6 +262,7 @@ function answers(list, fallback, name, seen, raised) {
 
 async function runScenario(sc, out) {
   const plans = sc.calls ?? {};
+  const slots = makeSlots(plans);
   const replies = [...(sc.replies ?? [])];
   let origin = "model";
   const raised = () => {
@@ -235,6 +270,7 @@ async function runScenario(sc, out) {
   };
   const seen = (name, arg) => {
     const event = { t: "hook", name };
+    if (name === "key") event.provider = arg;
     if (name === "stop") {
       event.newMessages = strip(arg.newMessages);
       event.context = strip(arg.context.messages);
@@ -253,6 +289,7 @@ async function runScenario(sc, out) {
       messages: strip(context.messages),
       tools: (context.tools ?? []).map((t) => t.name),
       systemPrompt: context.systemPrompt,
+      apiKey: options.apiKey ?? null,
     });
     const reply = replies.shift();
     if (reply === undefined) throw new Error("scripted model has no more replies");
@@ -278,14 +315,23 @@ async function runScenario(sc, out) {
     getSteeringMessages: answers(sc.steering, [], "steering", seen, raised),
     getFollowUpMessages: answers(sc.followUp, [], "followUp", seen, raised),
     shouldStopAfterTurn: answers(sc.stop, false, "stop", seen, raised),
+    getApiKey: answers(sc.keys, undefined, "key", seen, raised),
+    apiKey: sc.apiKey,
   };
   const context = {
     systemPrompt: sc.systemPrompt ?? "You are a test.",
     messages: structuredClone(sc.messages),
-    tools: (sc.tools ?? []).map((t) => makeTool(t, plans)),
+    tools: (sc.tools ?? []).map((t) => makeTool(t, plans, slots)),
   };
+  const failOn = sc.listenerRaises;
+  let seenOfType = 0;
   const emit = async (event) => {
     out(project(event));
+    slots.onEvent(event);
+    if (failOn && event.type === failOn.t && ++seenOfType === (failOn.nth ?? 1)) {
+      origin = "listener";
+      throw new Error("listener broke");
+    }
   };
   let end;
   try {

@@ -10,7 +10,9 @@ A scenario is plain JSON (so the Node harness reads the very same value):
 - `calls`: per tool-call id: `{reject?, prepareRaises?, steps?: [{sleep: ms} | {update: text}],
   raises?, result?: {text?, isError?, details?, terminate?}}`.
 - `steering`, `followUp`: planned hook answers (lists of messages, or `{raises}`), then `[]`;
-  `stop`: planned booleans (or `{raises}`), then false. Absent = no hook.
+  `stop`: planned booleans (or `{raises}`), then false; `keys`: planned getApiKey answers,
+  then null; `apiKey`: the options' key. Absent = no hook.
+- `listenerRaises`: `{t, nth?}`: the listener throws at the nth Pi event of type `t`.
 
 Section-6 items not here, and why, are listed in docs/conformance.md.
 """
@@ -29,22 +31,24 @@ NUMBER_N: dict[str, Any] = {
 
 
 def user(text: str, at: int = 1) -> dict[str, Any]:
-    """A user message (fixed timestamp: both sides see the same value)."""
+    """Return a user message (fixed timestamp: both sides see the same value)."""
     return {"role": "user", "content": text, "timestamp": at}
 
 
 def text(*deltas: str) -> dict[str, Any]:
-    """A text block streamed as `deltas`."""
+    """Return a text block streamed as `deltas`."""
     return {"type": "text", "deltas": list(deltas)}
 
 
 def thinking(*deltas: str) -> dict[str, Any]:
-    """A thinking block streamed as `deltas`."""
+    """Return a thinking block streamed as `deltas`."""
     return {"type": "thinking", "deltas": list(deltas)}
 
 
-def call(cid: str, name: str, args: dict[str, Any] | None = None, pieces: int = 1) -> dict[str, Any]:
-    """A tool-call block."""
+def call(
+    cid: str, name: str, args: dict[str, Any] | None = None, pieces: int = 1
+) -> dict[str, Any]:
+    """Return a tool-call block."""
     return {"type": "toolCall", "id": cid, "name": name, "arguments": args or {}, "pieces": pieces}
 
 
@@ -59,12 +63,12 @@ def tools(*names: str, **params: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def after(ms: int, **result: Any) -> dict[str, Any]:
-    """A call plan that sleeps `ms` and then returns `result`."""
+    """Return a call plan that sleeps `ms` and then returns `result`."""
     return {"steps": [{"sleep": ms}], "result": result}
 
 
 def scenario(**fields: Any) -> Scenario:
-    """A scenario with one user message unless `messages` is given."""
+    """Return a scenario with one user message unless `messages` is given."""
     return {"messages": [user("go")], **fields}
 
 
@@ -166,7 +170,10 @@ SCENARIOS: dict[str, Scenario] = {
             N={"type": "object", "properties": {"a": {"type": "number"}, "s": {"type": "string"}}},
             I={"type": "object", "properties": {"i": {"type": "integer"}}},
             B={"type": "object", "properties": {"b": {"type": "boolean"}}},
-            L={"type": "object", "properties": {"l": {"type": "array", "items": {"type": "number"}}}},
+            L={
+                "type": "object",
+                "properties": {"l": {"type": "array", "items": {"type": "number"}}},
+            },
             Y={
                 "type": "object",
                 "properties": {"y": {"anyOf": [{"type": "number"}, {"type": "boolean"}]}},
@@ -185,6 +192,11 @@ SCENARIOS: dict[str, Scenario] = {
             ),
             DONE,
         ],
+        # Parallel completions at the same instant have no defined order: one slot each.
+        calls={
+            cid: after(6 * k)
+            for k, cid in enumerate(["n1", "n2", "i1", "i2", "b1", "b2", "l1", "y1"], 1)
+        },
     ),
     "s13_rejection": scenario(
         tools=tools("A"), replies=[reply(call("c1", "A")), DONE], calls={"c1": {"reject": "denied"}}
@@ -261,6 +273,28 @@ SCENARIOS: dict[str, Scenario] = {
     "s22_error_turn_skips_stop_hook": scenario(
         replies=[reply(stopReason="error", errorMessage="503", start=False)], stop=[True]
     ),
+    "s31_listener_raises_on_turn_start": scenario(
+        replies=[DONE], listenerRaises={"t": "turn_start"}
+    ),
+    "s31_listener_raises_on_second_turn": scenario(
+        tools=tools("A"),
+        replies=[reply(call("c1", "A")), DONE],
+        listenerRaises={"t": "turn_start", "nth": 2},
+    ),
+    "s31_listener_raises_on_tool_start": scenario(
+        tools=tools("A"),
+        replies=[reply(call("c1", "A"), call("c2", "A")), DONE],
+        listenerRaises={"t": "tool_execution_start", "nth": 2},
+    ),
+    "s31_listener_raises_on_agent_end": scenario(replies=[DONE], listenerRaises={"t": "agent_end"}),
+    "s33_api_key_per_call": scenario(
+        tools=tools("A"),
+        replies=[reply(call("c1", "A")), reply(call("c2", "A")), DONE],
+        apiKey="from-options",
+        keys=["", "resolved", None],
+    ),
+    "s33_api_key_without_hook": scenario(replies=[DONE], apiKey="from-options"),
+    "x_duplicate_tool_names": scenario(tools=tools("A", "A"), replies=[DONE]),
     "s32_stream_function_raises": scenario(replies=[reply(raises="socket closed")]),
     "s32_stream_without_terminal": scenario(replies=[reply(text("x"), noTerminal=True)]),
     "s32_out_of_replies": scenario(
