@@ -1,0 +1,36 @@
+"""A streaming server for pi RPC jobs: HTTP to start and cancel, `/ws` to watch and answer.
+
+`create_app(config)` returns the Starlette app; `serve(config)` runs it under uvicorn on
+127.0.0.1; `main(argv)` is `mule serve`. See docs/pirc.md, "The streaming server".
+"""
+
+from mule.pirc.server._app import (
+    DEFAULT_PORT,
+    TOKEN_ENV,
+    ServerConfig,
+    build_parser,
+    create_app,
+    is_loopback,
+    main,
+    serve,
+)
+from mule.pirc.server._jobs import OVERRIDABLE, JobManager, JobRequestError, ServerJob
+from mule.pirc.server._ws import CLOSE_TOO_SLOW, CLOSE_UNAUTHORIZED, ClientQueue
+
+__all__ = [
+    "CLOSE_TOO_SLOW",
+    "CLOSE_UNAUTHORIZED",
+    "DEFAULT_PORT",
+    "OVERRIDABLE",
+    "TOKEN_ENV",
+    "ClientQueue",
+    "JobManager",
+    "JobRequestError",
+    "ServerConfig",
+    "ServerJob",
+    "build_parser",
+    "create_app",
+    "is_loopback",
+    "main",
+    "serve",
+]

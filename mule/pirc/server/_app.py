@@ -1,0 +1,325 @@
+"""The Starlette app: token-authenticated job endpoints, the `/ws` stream and the browser page."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import ipaddress
+import logging
+import os
+import secrets
+import socket
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from pathlib import Path
+from typing import Final, final
+
+from attrs import field, frozen
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import FileResponse, JSONResponse, Response
+from starlette.routing import Mount, Route, WebSocketRoute
+from starlette.staticfiles import StaticFiles
+from starlette.websockets import WebSocket
+
+from mule.pirc._config import BridgeConfig, default_pi_executable
+from mule.pirc.server._jobs import JobManager, JobRequestError, ServerJob, TooManyJobs
+from mule.pirc.server._ws import token_ok, websocket_endpoint
+
+log = logging.getLogger("mule.pirc.server")
+
+STATIC: Final = Path(__file__).parent / "static"
+TOKEN_ENV: Final = "MULE_SERVE_TOKEN"
+DEFAULT_PORT: Final = 8765
+EXIT_USAGE: Final = 2
+_CSP: Final = (
+    "default-src 'self'; connect-src 'self'; style-src 'self' 'unsafe-inline'; "
+    "frame-ancestors 'none'"
+)
+
+
+def is_loopback(host: str) -> bool:
+    """Whether `host` names only this machine (`localhost`, 127.0.0.0/8, ::1)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def _check_host(instance: ServerConfig, attribute: object, host: str) -> None:
+    if not is_loopback(host) and not instance.allow_remote:
+        raise ValueError(
+            f"refusing to bind to non-loopback address {host!r}; pass allow_remote=True "
+            "(--allow-remote) if every client on that network may try the token"
+        )
+
+
+def _check_token(instance: ServerConfig, attribute: object, token: str) -> None:
+    if len(token) < 16:
+        raise ValueError("the server token must have at least 16 characters")
+
+
+@final
+@frozen(kw_only=True)
+class ServerConfig:
+    """How to serve: the bridge config every job starts from, the token, the bind and limits.
+
+    `client_queue` / `client_queue_bytes` bound each WebSocket client's unsent frames (see
+    `mule.pirc.server._ws`); `bridge_buffer` is the job's own subscription to its bridge.
+    """
+
+    bridge: BridgeConfig
+    token: str = field(repr=False, validator=_check_token)
+    allow_remote: bool = False
+    host: str = field(default="127.0.0.1", validator=_check_host)
+    port: int = DEFAULT_PORT
+    max_jobs: int = 4
+    keep_jobs: int = 100
+    client_queue: int = 256
+    client_queue_bytes: int = 16 * 1024 * 1024
+    bridge_buffer: int = 1000
+    auth_timeout: float = 10.0
+    close_timeout: float = 10.0
+    cancel_wait: float = 15.0
+
+
+def _unauthorized() -> Response:
+    return JSONResponse(
+        {"error": "unauthorized"}, status_code=401, headers={"WWW-Authenticate": "Bearer"}
+    )
+
+
+def _bearer_ok(request: Request, token: str) -> bool:
+    scheme, _, given = request.headers.get("authorization", "").partition(" ")
+    return scheme.lower() == "bearer" and token_ok(given.strip(), token)
+
+
+Handler = Callable[[Request], Awaitable[Response]]
+
+
+def create_app(config: ServerConfig) -> Starlette:
+    """Return the server's Starlette app; its lifespan owns the jobs (all reaped at shutdown)."""
+    manager = JobManager(config)
+
+    def authed(handler: Handler) -> Handler:
+        async def wrapped(request: Request) -> Response:
+            if not _bearer_ok(request, config.token):
+                return _unauthorized()
+            return await handler(request)
+
+        return wrapped
+
+    def find(request: Request) -> ServerJob | None:
+        return manager.get(str(request.path_params["job_id"]))
+
+    async def list_jobs(request: Request) -> Response:
+        return JSONResponse({"jobs": [j.summary() for j in manager.jobs()]})
+
+    async def start_job(request: Request) -> Response:
+        try:
+            body = await request.json()
+        except ValueError:
+            return JSONResponse({"error": "the body must be JSON"}, status_code=400)
+        if not isinstance(body, dict) or not isinstance(body.get("prompt"), str):
+            return JSONResponse({"error": 'expected {"prompt": "...", "config": {}}'}, 400)
+        overrides = body.get("config") or {}
+        if not isinstance(overrides, dict):
+            return JSONResponse({"error": "config must be an object"}, status_code=400)
+        try:
+            job = manager.start(body["prompt"], overrides)
+        except TooManyJobs as exc:
+            return JSONResponse({"error": str(exc)}, status_code=429)
+        except JobRequestError as exc:
+            return JSONResponse({"error": str(exc)}, status_code=400)
+        return JSONResponse(job.to_json(), status_code=201)
+
+    async def get_job(request: Request) -> Response:
+        job = find(request)
+        if job is None:
+            return JSONResponse({"error": "no such job"}, status_code=404)
+        return JSONResponse(job.to_json())
+
+    async def cancel_job(request: Request) -> Response:
+        job = find(request)
+        if job is None:
+            return JSONResponse({"error": "no such job"}, status_code=404)
+        await manager.cancel(job, wait=config.cancel_wait)
+        return JSONResponse(job.to_json(), status_code=200 if job.finished else 202)
+
+    async def delete_job(request: Request) -> Response:
+        job = find(request)
+        if job is None:
+            return JSONResponse({"error": "no such job"}, status_code=404)
+        removed = await manager.remove(job, wait=config.cancel_wait)
+        return JSONResponse(job.to_json(), status_code=200 if removed else 202)
+
+    async def index(request: Request) -> Response:
+        return FileResponse(STATIC / "index.html", headers={"Content-Security-Policy": _CSP})
+
+    async def ws(websocket: WebSocket) -> None:
+        await websocket_endpoint(websocket, manager, config)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        async with manager:
+            yield
+
+    app = Starlette(
+        routes=[
+            Route("/", index),
+            Mount("/static", StaticFiles(directory=STATIC), name="static"),
+            Route("/jobs", authed(list_jobs), methods=["GET"]),
+            Route("/jobs", authed(start_job), methods=["POST"]),
+            Route("/jobs/{job_id}", authed(get_job), methods=["GET"]),
+            Route("/jobs/{job_id}", authed(delete_job), methods=["DELETE"]),
+            Route("/jobs/{job_id}/cancel", authed(cancel_job), methods=["POST"]),
+            WebSocketRoute("/ws", ws),
+        ],
+        lifespan=lifespan,
+    )
+    app.state.manager = manager
+    app.state.config = config
+    return app
+
+
+def bind_socket(host: str, port: int) -> socket.socket:
+    """Open a listening TCP socket (port 0 picks a free one)."""
+    family, kind, proto, _, addr = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+    sock = socket.socket(family, kind, proto)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(addr)
+    sock.listen(128)
+    sock.set_inheritable(True)
+    return sock
+
+
+def url_of(sock: socket.socket, token: str | None = None) -> str:
+    """Return the page's URL for a bound socket (the token goes in the fragment, never sent)."""
+    host, port = sock.getsockname()[:2]
+    shown = f"[{host}]" if ":" in host else host
+    return f"http://{shown}:{port}/" + (f"#token={token}" if token else "")
+
+
+def serve(config: ServerConfig, sock: socket.socket | None = None) -> None:
+    """Serve until interrupted (uvicorn, asyncio) on `sock`, else on `config.host:port`."""
+    import uvicorn
+
+    if not is_loopback(config.host) and not config.allow_remote:
+        raise ValueError(f"refusing to bind to non-loopback address {config.host!r}")
+    sock = sock or bind_socket(config.host, config.port)
+    uv = uvicorn.Config(
+        create_app(config),
+        ws="websockets-sansio",
+        lifespan="on",
+        log_level="info",
+        timeout_graceful_shutdown=30,
+    )
+    uvicorn.Server(uv).run(sockets=[sock])
+
+
+def _model(value: str) -> tuple[str, str]:
+    provider, sep, model = value.partition("/")
+    if not sep or not provider or not model:
+        raise argparse.ArgumentTypeError(
+            "expected PROVIDER/MODEL, e.g. anthropic/claude-sonnet-4-5"
+        )
+    return provider, model
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Return the argument parser of `mule serve`."""
+    p = argparse.ArgumentParser(
+        prog="mule serve",
+        description="Serve pi RPC jobs over HTTP and a WebSocket, with a browser page. "
+        f"The token comes from ${TOKEN_ENV} or is generated and printed.",
+    )
+    p.add_argument("--model", "-m", type=_model, required=True, help="PROVIDER/MODEL for pi")
+    p.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=DEFAULT_PORT, help="port (0: any free one)")
+    p.add_argument(
+        "--allow-remote", action="store_true", help="allow binding a non-loopback address"
+    )
+    p.add_argument("--api-key-env", help="the environment variable pi reads the API key from")
+    p.add_argument("--agent-dir", help="pi's agent dir (models.json, settings.json)")
+    p.add_argument("--cwd", help="the jobs' working directory")
+    p.add_argument("--tools", help="comma-separated pi tools (default: pi's own set)")
+    p.add_argument("--no-tools", action="store_true", help="run pi with no tools")
+    p.add_argument(
+        "--extension", "-e", action="append", default=[], help="a pi extension (repeatable)"
+    )
+    p.add_argument("--thinking", choices=["off", "minimal", "low", "medium", "high", "xhigh"])
+    p.add_argument("--system-prompt", help="replace pi's system prompt")
+    p.add_argument("--pi", default=None, help="the pi executable (default: $MULE_PI, pi, repo)")
+    p.add_argument("--job-timeout", type=float, default=300.0, help="seconds per job")
+    p.add_argument("--ui-timeout", type=float, default=300.0, help="seconds per dialog")
+    p.add_argument("--max-jobs", type=int, default=4, help="concurrent jobs (one pi each)")
+    p.add_argument("--client-queue", type=int, default=256, help="frames per slow client")
+    return p
+
+
+def config_from_args(args: argparse.Namespace, token: str) -> ServerConfig:
+    """Build the server config of parsed `mule serve` arguments."""
+    provider, model = args.model
+    bridge = BridgeConfig(
+        provider=provider,
+        model=model,
+        api_key_env=args.api_key_env,
+        executable=args.pi or default_pi_executable(),
+        cwd=args.cwd,
+        agent_dir=args.agent_dir,
+        tools=tuple(t.strip() for t in args.tools.split(",") if t.strip()) if args.tools else None,
+        no_tools=args.no_tools,
+        extensions=tuple(args.extension),
+        thinking=args.thinking,
+        system_prompt=args.system_prompt,
+        job_timeout=args.job_timeout,
+        ui_timeout=args.ui_timeout,
+    )
+    return ServerConfig(
+        bridge=bridge,
+        token=token,
+        host=args.host,
+        port=args.port,
+        allow_remote=args.allow_remote,
+        max_jobs=args.max_jobs,
+        client_queue=args.client_queue,
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run `mule serve`; return the exit code (2 for a usage error such as a refused bind)."""
+    args = build_parser().parse_args(argv)
+    token = os.environ.get(TOKEN_ENV) or secrets.token_urlsafe(32)
+    try:
+        config = config_from_args(args, token)
+    except ValueError as exc:
+        print(f"mule serve: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        sock = bind_socket(config.host, config.port)
+    except OSError as exc:
+        print(f"mule serve: cannot bind {config.host}:{config.port}: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    shown = token if TOKEN_ENV not in os.environ else None
+    print(f"mule serve: open {url_of(sock, shown)}", file=sys.stderr, flush=True)
+    with sock:
+        serve(config, sock)
+    return 0
+
+
+__all__ = [
+    "DEFAULT_PORT",
+    "TOKEN_ENV",
+    "ServerConfig",
+    "bind_socket",
+    "build_parser",
+    "config_from_args",
+    "create_app",
+    "is_loopback",
+    "main",
+    "serve",
+    "url_of",
+]

@@ -1,0 +1,375 @@
+"""The server's jobs: one bridge (one pi process) per job, its event history and its clients."""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+import logging
+import secrets
+import time
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Final, Literal, TypeAlias, final
+
+import anyio
+import attrs
+from anyio.abc import TaskGroup
+
+from mule.effects._events import MessageEnd, MessageUpdate, ToolExecutionEnd
+from mule.pirc._bridge import Bridge, Subscription
+from mule.pirc._commands import BridgeError
+from mule.pirc._config import BridgeConfig
+from mule.pirc._events import BridgeEvent, ExtensionUIRequest, JobResult
+from mule.pirc.server._wire import FORWARDED_TYPES, Frame, control, encode_event, result_to_wire
+
+if TYPE_CHECKING:
+    from mule.pirc.server._app import ServerConfig
+    from mule.pirc.server._ws import ClientQueue
+
+log = logging.getLogger("mule.pirc.server")
+
+JobStatus: TypeAlias = Literal["starting", "running", "completed", "failed", "cancelled"]
+
+# What a client may set per job in `POST /jobs` {"config": {...}}; everything else (the pi
+# executable, directories, environment, API key) is fixed by whoever started the server.
+OVERRIDABLE: Final[frozenset[str]] = frozenset(
+    {"provider", "model", "thinking", "tools", "no_tools", "system_prompt", "append_system_prompt"}
+)
+_THINKING: Final = ("off", "minimal", "low", "medium", "high", "xhigh")
+
+
+class JobRequestError(ValueError):
+    """A `POST /jobs` body that cannot start a job (answered with 400)."""
+
+
+class TooManyJobs(JobRequestError):
+    """`max_jobs` jobs are already running (answered with 429)."""
+
+
+def job_config(base: BridgeConfig, overrides: Mapping[str, Any]) -> BridgeConfig:
+    """Apply a client's per-job overrides to the server's base config (validated)."""
+    unknown = set(overrides) - OVERRIDABLE
+    if unknown:
+        raise JobRequestError(f"config keys not allowed: {sorted(unknown)}")
+    changes: dict[str, Any] = {}
+    for key, value in overrides.items():
+        if key in ("provider", "model", "system_prompt"):
+            if not isinstance(value, str) or (key != "system_prompt" and not value):
+                raise JobRequestError(f"config.{key} must be a non-empty string")
+            changes[key] = value
+        elif key == "thinking":
+            if value not in _THINKING:
+                raise JobRequestError(f"config.thinking must be one of {list(_THINKING)}")
+            changes[key] = value
+        elif key == "no_tools":
+            if not isinstance(value, bool):
+                raise JobRequestError("config.no_tools must be a boolean")
+            changes[key] = value
+        else:  # tools, append_system_prompt
+            if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+                raise JobRequestError(f"config.{key} must be a list of strings")
+            changes[key] = tuple(value)
+    return attrs.evolve(base, **changes)
+
+
+@final
+class ServerJob:
+    """One prompt on its own pi: status, result, the lifecycle history and subscribed clients."""
+
+    def __init__(self, job_id: str, prompt: str, config: BridgeConfig) -> None:
+        self.id = job_id
+        self.prompt = prompt
+        self.config = config
+        self.status: JobStatus = "starting"
+        self.created = time.time()
+        self.ended: float | None = None
+        self.result: JobResult | None = None
+        self.error: str | None = None
+        self.pid: int | None = None
+        self.returncode: int | None = None
+        self.cancel_requested = False
+        self.done = anyio.Event()
+        self.slow_disconnects = 0
+        self.bridge: Bridge | None = None
+        self.scope = anyio.CancelScope()
+        self.pending_ui: dict[str, ExtensionUIRequest] = {}
+        # Replay for late subscribers: every lifecycle frame, plus the newest streaming frame
+        # of each message or tool call still in progress.
+        self._history: list[Frame] = []
+        self._partials: dict[str, Frame] = {}
+        self._clients: set[ClientQueue] = set()
+        self._seq = itertools.count(1)
+        self._resync = False
+
+    @property
+    def finished(self) -> bool:
+        """Whether the job ended (its pi has been reaped)."""
+        return self.done.is_set()
+
+    @property
+    def clients(self) -> int:
+        """How many clients are subscribed."""
+        return len(self._clients)
+
+    def summary(self) -> dict[str, Any]:
+        """Return the job's JSON without its messages (for listings)."""
+        return {
+            "id": self.id,
+            "status": self.status,
+            "prompt": self.prompt,
+            "provider": self.config.provider,
+            "model": self.config.model,
+            "created": self.created,
+            "ended": self.ended,
+            "text": self.result.text if self.result is not None else None,
+            "error": self.error,
+            "clients": len(self._clients),
+            "pendingUi": sorted(self.pending_ui),
+        }
+
+    def to_json(self) -> dict[str, Any]:
+        """Return the full JSON: summary, process facts and the result (last `agent_end`)."""
+        out = self.summary()
+        out["pid"] = self.pid
+        out["returncode"] = self.returncode
+        out["slowDisconnects"] = self.slow_disconnects
+        out["result"] = result_to_wire(self.result) if self.result is not None else None
+        return out
+
+    # -- fan-out -----------------------------------------------------------------------------
+
+    def attach(self, queue: ClientQueue, replay: bool = True) -> list[Frame]:
+        """Subscribe a client; return the replay it gets first (none if `replay` is False).
+
+        Synchronous on purpose: no frame can be published between the replay and the first
+        live frame, so a late subscriber sees neither a gap nor a duplicate.
+        """
+        self._clients.add(queue)
+        if not replay:
+            return []
+        frames = list(self._history)
+        for partial in self._partials.values():
+            bisect.insort(frames, partial.snapshot(), key=lambda f: f.seq)
+        return frames
+
+    def detach(self, queue: ClientQueue) -> None:
+        """Unsubscribe a client."""
+        self._clients.discard(queue)
+
+    def _publish(self, frame: Frame) -> None:
+        if frame.key is None:
+            self._history.append(frame)
+        else:
+            self._partials[frame.key] = frame
+        for client in list(self._clients):
+            client.offer(frame)
+
+    def publish_event(self, event: BridgeEvent) -> None:
+        """Encode and fan out one bridge event (if clients see its type)."""
+        if event.type not in FORWARDED_TYPES:
+            return
+        frame = encode_event(self.id, next(self._seq), event)
+        if isinstance(event, MessageUpdate) and self._resync:
+            frame = frame.snapshot()  # the bridge dropped deltas: resynchronise every client
+            self._resync = False
+        if isinstance(event, ExtensionUIRequest) and event.expects_answer:
+            self.pending_ui[event.id] = event
+        self._publish(frame)
+        if isinstance(event, MessageEnd):
+            self._partials.pop(f"m:{event.message.value}", None)
+        elif isinstance(event, ToolExecutionEnd):
+            self._partials.pop(f"t:{event.tool_call.value}", None)
+
+    def publish_control(self, kind: str, **fields: Any) -> None:
+        """Fan out a server frame (`ui_resolved`, `job_status`, `job_end`); it is replayed too."""
+        self._publish(control(self.id, next(self._seq), kind, **fields))
+
+    def mark_gap(self) -> None:
+        """Note that the bridge dropped events: the next update goes out as a snapshot."""
+        self._resync = True
+
+    def close_clients(self) -> None:
+        """Forget all clients (the server is stopping)."""
+        self._clients.clear()
+
+
+def _new_id() -> str:
+    return "job-" + secrets.token_hex(6)
+
+
+@final
+class JobManager:
+    """Starts, tracks, cancels and reaps jobs inside one task group (the app's lifespan)."""
+
+    def __init__(self, config: ServerConfig) -> None:
+        self.config = config
+        self._jobs: dict[str, ServerJob] = {}
+        self._tg: TaskGroup | None = None
+
+    async def __aenter__(self) -> JobManager:
+        self._tg = anyio.create_task_group()
+        await self._tg.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        tg, self._tg = self._tg, None
+        try:
+            with anyio.CancelScope(shield=True):
+                for job in self._jobs.values():
+                    job.cancel_requested = True
+                    job.scope.cancel()
+                for job in list(self._jobs.values()):
+                    await job.done.wait()
+        finally:
+            if tg is not None:
+                await tg.__aexit__(None, None, None)
+
+    def get(self, job_id: str) -> ServerJob | None:
+        """Return a job by id."""
+        return self._jobs.get(job_id)
+
+    def jobs(self) -> list[ServerJob]:
+        """Return all known jobs, oldest first."""
+        return list(self._jobs.values())
+
+    def running(self) -> int:
+        """How many jobs have not ended."""
+        return sum(not j.finished for j in self._jobs.values())
+
+    def start(self, prompt: str, overrides: Mapping[str, Any] | None = None) -> ServerJob:
+        """Start a job on a new pi process; raise `JobRequestError` for a bad request."""
+        if self._tg is None:
+            raise RuntimeError("the job manager is not running")
+        if not prompt.strip():
+            raise JobRequestError("prompt must not be empty")
+        cfg = job_config(self.config.bridge, overrides or {})
+        if self.running() >= self.config.max_jobs:
+            raise TooManyJobs(f"too many running jobs (max {self.config.max_jobs})")
+        job = ServerJob(_new_id(), prompt, cfg)
+        self._jobs[job.id] = job
+        self._forget_old()
+        self._tg.start_soon(self._run, job)
+        return job
+
+    def _forget_old(self) -> None:
+        ended = [j for j in self._jobs.values() if j.finished]
+        for job in ended[: max(0, len(ended) - self.config.keep_jobs)]:
+            del self._jobs[job.id]
+
+    async def cancel(self, job: ServerJob, wait: float | None = None) -> None:
+        """Cancel a job (abort, then stop its pi); wait up to `wait` seconds for it to end."""
+        if not job.finished:
+            job.cancel_requested = True
+            job.scope.cancel()
+        if wait is not None:
+            with anyio.move_on_after(wait):
+                await job.done.wait()
+
+    async def remove(self, job: ServerJob, wait: float) -> bool:
+        """Cancel a job, wait for it, and forget it; False if it did not end in time."""
+        await self.cancel(job, wait)
+        if not job.finished:
+            return False
+        self._jobs.pop(job.id, None)
+        return True
+
+    async def answer_ui(
+        self,
+        job: ServerJob,
+        request_id: str,
+        *,
+        value: object = None,
+        confirmed: object = None,
+        cancelled: bool = False,
+    ) -> None:
+        """Answer (or dismiss) one of a job's open extension dialogs; raise ValueError if bad."""
+        req = job.pending_ui.get(request_id)
+        if req is None:
+            raise ValueError(f"no open dialog {request_id!r} in {job.id}")
+        bridge = job.bridge
+        if bridge is None or job.finished:
+            raise ValueError(f"{job.id} is not running")
+        if cancelled:
+            answer: dict[str, Any] = {"cancelled": True}
+        elif req.method == "confirm":
+            if not isinstance(confirmed, bool):
+                raise ValueError("a confirm dialog needs confirmed: true|false")
+            answer = {"confirmed": confirmed}
+        else:
+            if not isinstance(value, str):
+                raise ValueError(f"a {req.method} dialog needs a string value")
+            if req.method == "select" and value not in req.options:
+                raise ValueError(f"{value!r} is not one of the options {list(req.options)}")
+            answer = {"value": value}
+        del job.pending_ui[request_id]  # first answer wins, even between clients
+        if cancelled:
+            await bridge.cancel_ui(request_id)
+        elif "confirmed" in answer:
+            await bridge.respond_ui(request_id, confirmed=answer["confirmed"])
+        else:
+            await bridge.respond_ui(request_id, value=answer["value"])
+        job.publish_control("ui_resolved", id=request_id, answer=answer)
+
+    async def _run(self, job: ServerJob) -> None:
+        cfg = job.config
+        try:
+            async with anyio.create_task_group() as tg:
+                bridge = job.bridge = Bridge(cfg)
+                try:
+                    with job.scope:
+                        await bridge.start()
+                        job.pid = bridge.pid
+                        sub = bridge.subscribe(capacity=self.config.bridge_buffer)
+                        tg.start_soon(self._pump, job, sub)
+                        pi_job = await bridge.prompt(job.prompt)
+                        job.status = "running"
+                        job.publish_control("job_status", status="running", pid=job.pid)
+                        job.result = await pi_job.wait()
+                    if job.result is None and bridge.job is not None:
+                        job.result = bridge.job.result  # cancelled: pi's partial messages
+                finally:
+                    with anyio.CancelScope(shield=True):
+                        await bridge.aclose()  # one pi per job: always stopped and reaped
+                    job.returncode = bridge.returncode
+        except BridgeError as exc:
+            job.error = str(exc)
+            if job.result is None and job.bridge is not None and job.bridge.job is not None:
+                job.result = job.bridge.job.result
+        except Exception as exc:  # a bug must not take the server down with it
+            log.exception("job %s crashed", job.id)
+            job.error = f"internal error: {exc!r}"
+        finally:
+            job.status = _final_status(job)
+            job.ended = time.time()
+            job.pending_ui.clear()
+            result = result_to_wire(job.result) if job.result is not None else None
+            job.publish_control("job_end", status=job.status, error=job.error, result=result)
+            job.done.set()
+
+    async def _pump(self, job: ServerJob, sub: Subscription) -> None:
+        """Move the job's bridge events to its clients; never waits on a client."""
+        dropped = 0
+        with sub:
+            async for event in sub:
+                if sub.stats.dropped != dropped:
+                    dropped = sub.stats.dropped
+                    job.mark_gap()
+                job.publish_event(event)
+
+
+def _final_status(job: ServerJob) -> JobStatus:
+    if job.result is not None:
+        if job.cancel_requested and job.result.outcome != "completed":
+            return "cancelled"
+        return job.result.outcome
+    return "cancelled" if job.cancel_requested else "failed"
+
+
+__all__ = [
+    "OVERRIDABLE",
+    "JobManager",
+    "JobRequestError",
+    "JobStatus",
+    "ServerJob",
+    "TooManyJobs",
+    "job_config",
+]

@@ -1,0 +1,201 @@
+"""The server's JSON: bridge events as frames, compact streaming deltas and snapshots."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any, Final, final
+
+import attrs
+
+from mule.effects._codec import event_to_wire
+from mule.effects._events import EVENT_TYPES, MessageUpdate, ToolExecutionUpdate
+from mule.pi._codec import camel, to_wire
+from mule.pirc._events import BridgeEvent, ExtensionUIRequest, JobResult
+
+# What a WebSocket client sees: text, thinking and tool streaming, the run's lifecycle, retries
+# and compaction, and extension UI. `agent_end` (its messages are the job result),
+# `queue_update`, `model_prompt` and unknown pi events stay on the server.
+FORWARDED_TYPES: Final[frozenset[str]] = frozenset(
+    {
+        "run_start",
+        "run_end",
+        "turn_start",
+        "turn_end",
+        "message_start",
+        "message_update",
+        "message_end",
+        "tool_execution_start",
+        "tool_execution_update",
+        "tool_execution_end",
+        "auto_retry_start",
+        "auto_retry_end",
+        "compaction_start",
+        "compaction_end",
+        "extension_ui_request",
+        "extension_error",
+    }
+)
+
+
+def dumps(obj: object) -> str:
+    """Encode one frame as compact JSON (non-ASCII kept raw)."""
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+
+
+def bridge_event_to_wire(event: BridgeEvent) -> dict[str, Any]:
+    """Return the JSON form of any bridge event: mule's own form, else camelCase fields.
+
+    `message_update` gets mule's full form here (with the response so far); the server streams
+    the compact form of `compact_update` instead.
+    """
+    if type(event) in EVENT_TYPES.values():
+        return event_to_wire(event)  # type: ignore[arg-type]
+    out: dict[str, Any] = {"type": event.type}
+    for a in attrs.fields(type(event)):
+        out[camel(a.name)] = to_wire(getattr(event, a.name))
+    if isinstance(event, ExtensionUIRequest):
+        out["expectsAnswer"] = event.expects_answer
+    return out
+
+
+def compact_update(event: MessageUpdate) -> dict[str, Any]:
+    """Return a `message_update` with its pi event but without any response-so-far (O(delta)).
+
+    `done` and `error` events carry the whole message in pi; `message_end` repeats it, so only
+    their `reason` is kept.
+    """
+    pi = event.event
+    body: dict[str, Any] = {"type": pi.type}
+    for a in attrs.fields(type(pi)):
+        if a.name in ("_partial", "message", "error"):
+            continue
+        body[camel(a.name)] = to_wire(getattr(pi, a.name))
+    return {
+        "type": "message_update",
+        "run": to_wire(event.run),
+        "turn": to_wire(event.turn),
+        "message": to_wire(event.message),
+        "event": body,
+    }
+
+
+def snapshot_update(event: MessageUpdate) -> dict[str, Any]:
+    """Return the compact update plus `value`, the whole response so far (a resync point)."""
+    out = compact_update(event)
+    out["value"] = to_wire(event.value)
+    return out
+
+
+def result_to_wire(result: JobResult) -> dict[str, Any]:
+    """Return a job result: outcome, final answer text, error, attempts and the last messages."""
+    msg = result.message
+    return {
+        "outcome": result.outcome,
+        "text": result.text,
+        "error": result.error,
+        "attempts": result.attempts,
+        "message": to_wire(msg) if msg is not None else None,
+        "messages": [m if isinstance(m, Mapping) else to_wire(m) for m in result.messages],
+    }
+
+
+@final
+class Frame:
+    """One server → client message, encoded once and shared by every subscriber.
+
+    `key` groups frames that supersede each other under pressure: the message id of a
+    `message_update`, the tool call id of a `tool_execution_update`; None for lifecycle frames,
+    which are never dropped.
+    """
+
+    __slots__ = ("_text", "event", "is_snapshot", "job", "key", "kind", "seq", "size")
+
+    def __init__(
+        self,
+        job: str,
+        seq: int,
+        kind: str,
+        text: str | None,
+        key: str | None = None,
+        event: MessageUpdate | None = None,
+        is_snapshot: bool = False,
+    ) -> None:
+        self.job = job
+        self.seq = seq
+        self.kind = kind
+        self._text = text
+        self.key = key
+        self.event = event
+        self.is_snapshot = is_snapshot
+        # A snapshot is encoded only when sent: under pressure each newer one replaces the last.
+        self.size = len(text) if text is not None else 0
+
+    @property
+    def text(self) -> str:
+        """The frame's JSON (a snapshot is encoded on first read)."""
+        if self._text is None:
+            assert self.event is not None
+            self._text = dumps(envelope(self.job, self.seq, snapshot_update(self.event)))
+        return self._text
+
+    @property
+    def droppable(self) -> bool:
+        """Whether a newer frame with the same key makes this one redundant."""
+        return self.key is not None
+
+    @property
+    def cumulative(self) -> bool:
+        """Whether this frame alone carries its key's whole state (tool update or snapshot)."""
+        return self.event is None or self.is_snapshot
+
+    def snapshot(self) -> Frame:
+        """Return this `message_update` as a snapshot (same seq, plus `value`); else itself."""
+        if self.cumulative:
+            return self
+        snap = Frame(self.job, self.seq, self.kind, None, self.key, self.event, is_snapshot=True)
+        snap.size = self.size  # an estimate until it is encoded
+        return snap
+
+    def __repr__(self) -> str:
+        return f"Frame(job={self.job!r}, seq={self.seq}, kind={self.kind!r}, key={self.key!r})"
+
+
+def envelope(job: str, seq: int, event: dict[str, Any]) -> dict[str, Any]:
+    """Wrap an event's JSON for the socket: `{"type":"event","job","seq","event"}`."""
+    return {"type": "event", "job": job, "seq": seq, "event": event}
+
+
+def encode_event(job: str, seq: int, event: BridgeEvent) -> Frame:
+    """Encode a bridge event as a frame (compact for `message_update`)."""
+    if isinstance(event, MessageUpdate):
+        text = dumps(envelope(job, seq, compact_update(event)))
+        return Frame(job, seq, event.type, text, key=f"m:{event.message.value}", event=event)
+    text = dumps(envelope(job, seq, bridge_event_to_wire(event)))
+    if isinstance(event, ToolExecutionUpdate):
+        return Frame(job, seq, event.type, text, key=f"t:{event.tool_call.value}")
+    return Frame(job, seq, event.type, text)
+
+
+def control(job: str | None, seq: int, kind: str, **fields: Any) -> Frame:
+    """Return a server frame that is not a bridge event (`job_end`, `ui_resolved`, ...)."""
+    body: dict[str, Any] = {"type": kind}
+    if job is not None:
+        body["job"] = job
+    body["seq"] = seq
+    body.update(fields)
+    return Frame(job or "", seq, kind, dumps(body))
+
+
+__all__ = [
+    "FORWARDED_TYPES",
+    "Frame",
+    "bridge_event_to_wire",
+    "compact_update",
+    "control",
+    "dumps",
+    "encode_event",
+    "envelope",
+    "result_to_wire",
+    "snapshot_update",
+]

@@ -1,0 +1,354 @@
+"""The `/ws` endpoint: authentication, subscriptions, UI answers and each client's bounded queue.
+
+A job's events reach a client through a `ClientQueue` that the job fills synchronously (it
+never waits for a client) and one sender task drains into the socket. The queue's policy when
+a client is slow:
+
+1. While there is room, every frame is queued.
+2. When full, a streaming frame (`message_update`, `tool_execution_update`) first coalesces
+   with the queued frames of the same message or tool call: they are removed and the newcomer
+   travels as a *snapshot* (`message_update` with `value`, the whole response so far; tool
+   updates are cumulative already). Otherwise the oldest queued streaming frame of another
+   message is evicted the same way; failing that the newcomer is dropped, and the next update
+   of its message is sent as a snapshot so the client resynchronises.
+3. Lifecycle frames are never dropped. One that finds the queue full of lifecycle frames (or
+   over its byte budget) means the client fell hopelessly behind: it is disconnected with
+   close code 4008 and a reason.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hmac
+import json
+import logging
+from collections import deque
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any, Final, final
+
+import anyio
+from attrs import define
+from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
+
+from mule.pirc._commands import BridgeError
+from mule.pirc.server._wire import Frame, dumps
+
+if TYPE_CHECKING:
+    from mule.pirc.server._app import ServerConfig
+    from mule.pirc.server._jobs import JobManager, ServerJob
+
+log = logging.getLogger("mule.pirc.server")
+
+CLOSE_UNAUTHORIZED: Final = 4401
+CLOSE_TOO_SLOW: Final = 4008
+
+
+@define
+class ClientStats:
+    """Per-client counters: frames sent, coalesced into snapshots, dropped, deepest queue."""
+
+    sent: int = 0
+    coalesced: int = 0
+    dropped: int = 0
+    max_depth: int = 0
+
+
+@final
+class ClientQueue:
+    """One client's outgoing frames: priority frames first, then live frames under the policy."""
+
+    def __init__(
+        self,
+        capacity: int,
+        max_bytes: int,
+        on_overflow: Callable[[str], None] | None = None,
+    ) -> None:
+        if capacity < 1:
+            raise ValueError("capacity must be positive")
+        self.capacity = capacity
+        self.max_bytes = max_bytes
+        self.stats = ClientStats()
+        self.overflow: str | None = None
+        self._on_overflow = on_overflow
+        self._front: deque[Frame] = deque()  # replies and replays: not subject to the policy
+        self._live: deque[Frame] = deque()
+        self._bytes = 0
+        self._stale: set[str] = set()  # messages whose deltas were lost: next update resyncs
+        self._closed = False
+        self._wake = anyio.Event()
+
+    def __len__(self) -> int:
+        return len(self._live)
+
+    @property
+    def queued_bytes(self) -> int:
+        """The (estimated) size of the live frames waiting to be sent."""
+        return self._bytes
+
+    def push_front(self, frames: Iterable[Frame]) -> None:
+        """Queue replies or a replay ahead of live frames (never dropped)."""
+        if self._closed or self.overflow is not None:
+            return
+        self._front.extend(frames)
+        self._wake.set()
+
+    def offer(self, frame: Frame) -> None:
+        """Queue a live frame without ever waiting (see the module docstring for the policy)."""
+        if self._closed or self.overflow is not None:
+            return
+        if frame.droppable:
+            self._offer_streaming(frame)
+        else:
+            self._offer_lifecycle(frame)
+        self.stats.max_depth = max(self.stats.max_depth, len(self._live))
+        self._wake.set()
+
+    def _offer_streaming(self, frame: Frame) -> None:
+        key = frame.key
+        assert key is not None
+        if key in self._stale:
+            frame = frame.snapshot()
+            self._stale.discard(key)
+        if self._full(frame.size):
+            removed = self._take(key)
+            if removed:
+                self.stats.coalesced += len(removed)
+                frame = frame.snapshot()
+            elif not self._evict_streaming():
+                self.stats.dropped += 1
+                if frame.event is not None:
+                    self._stale.add(key)
+                return
+        self._append(frame)
+
+    def _offer_lifecycle(self, frame: Frame) -> None:
+        while self._full(frame.size) and self._evict_streaming():
+            pass
+        if self._full(frame.size):
+            self._fail(
+                f"client too slow: {len(self._live)} events ({self._bytes} bytes) not yet sent"
+            )
+            return
+        self._append(frame)
+
+    def _full(self, incoming: int) -> bool:
+        if not self._live:
+            return False  # one frame always fits, however large
+        return len(self._live) >= self.capacity or self._bytes + incoming > self.max_bytes
+
+    def _append(self, frame: Frame) -> None:
+        self._live.append(frame)
+        self._bytes += frame.size
+
+    def _take(self, key: str) -> list[tuple[int, Frame]]:
+        """Remove the live frames with `key`; return them with their old positions."""
+        taken = [(i, f) for i, f in enumerate(self._live) if f.key == key]
+        if taken:
+            self._live = deque(f for f in self._live if f.key != key)
+            self._bytes -= sum(f.size for _, f in taken)
+        return taken
+
+    def _evict_streaming(self) -> bool:
+        """Free a slot: coalesce the oldest streaming key's frames, or drop its only frame."""
+        oldest = next((f for f in self._live if f.droppable), None)
+        if oldest is None:
+            return False
+        key = oldest.key
+        assert key is not None
+        taken = self._take(key)
+        position, newest = taken[-1]
+        if len(taken) > 1:
+            # Keep only the newest state, as a snapshot, where the newest frame stood.
+            snap = newest.snapshot()
+            self._live.insert(position - (len(taken) - 1), snap)
+            self._bytes += snap.size
+            self.stats.coalesced += len(taken) - 1
+        else:
+            self.stats.dropped += 1
+            if newest.event is not None:
+                self._stale.add(key)  # a message's text has a hole now: resync on its next update
+        return True
+
+    def _fail(self, reason: str) -> None:
+        self.overflow = reason
+        self._live.clear()
+        self._front.clear()
+        self._bytes = 0
+        self._wake.set()
+        if self._on_overflow is not None:
+            self._on_overflow(reason)
+
+    def close(self) -> None:
+        """Stop: the sender ends after what is already queued is gone."""
+        self._closed = True
+        self._wake.set()
+
+    async def next(self) -> Frame | None:
+        """Return the next frame to send; None once closed (or overflowed) and drained."""
+        while True:
+            if self.overflow is not None:
+                return None
+            if self._front:
+                return self._front.popleft()
+            if self._live:
+                frame = self._live.popleft()
+                self._bytes -= frame.size
+                return frame
+            if self._closed:
+                return None
+            if self._wake.is_set():
+                self._wake = anyio.Event()
+            await self._wake.wait()
+
+
+def _reply(kind: str, **fields: Any) -> Frame:
+    return Frame("", -1, kind, dumps({"type": kind, **fields}))
+
+
+@final
+class _Connection:
+    """One authenticated socket: its queue, its subscriptions and its sender task."""
+
+    def __init__(self, ws: WebSocket, manager: JobManager, config: ServerConfig) -> None:
+        self.ws = ws
+        self.manager = manager
+        self.config = config
+        self.queue = ClientQueue(config.client_queue, config.client_queue_bytes, self._overflowed)
+        self.jobs: dict[str, ServerJob] = {}
+        self._send_scope = anyio.CancelScope()
+
+    def _overflowed(self, reason: str) -> None:
+        log.warning("disconnecting a WebSocket client: %s", reason)
+        for job in self.jobs.values():
+            job.detach(self.queue)
+            job.slow_disconnects += 1
+        self.jobs.clear()
+        self._send_scope.cancel()  # the sender may be stuck in a send to a client that never reads
+
+    async def run(self) -> None:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self._send_loop, tg.cancel_scope)
+            try:
+                await self._receive_loop()
+            finally:
+                for job in self.jobs.values():
+                    job.detach(self.queue)
+                self.jobs.clear()
+                if self.queue.overflow is None:
+                    tg.cancel_scope.cancel()
+
+    async def _send_loop(self, connection: anyio.CancelScope) -> None:
+        with self._send_scope:
+            while (frame := await self.queue.next()) is not None:
+                await self.ws.send_text(frame.text)
+                self.queue.stats.sent += 1
+        reason = self.queue.overflow
+        if reason is not None:
+            # The close frame waits behind what the client has not read yet; give it time.
+            with anyio.move_on_after(self.config.close_timeout), contextlib.suppress(Exception):
+                await self.ws.close(CLOSE_TOO_SLOW, reason[:120])
+        connection.cancel()
+
+    async def _receive_loop(self) -> None:
+        while True:
+            try:
+                text = await self.ws.receive_text()
+            except (WebSocketDisconnect, RuntimeError, KeyError):
+                return  # KeyError: a binary frame (starlette reads message["text"])
+            try:
+                msg = json.loads(text)
+            except ValueError:
+                self.queue.push_front([_reply("error", error="invalid JSON")])
+                continue
+            if not isinstance(msg, dict):
+                self.queue.push_front([_reply("error", error="expected a JSON object")])
+                continue
+            await self._handle(msg)
+
+    async def _handle(self, msg: dict[str, Any]) -> None:
+        kind = msg.get("type")
+        job_id = msg.get("job")
+        job = self.manager.get(job_id) if isinstance(job_id, str) else None
+        if kind == "ping":
+            self.queue.push_front([_reply("pong")])
+            return
+        if kind not in ("subscribe", "unsubscribe", "ui_response"):
+            self.queue.push_front([_reply("error", error=f"unknown message type {kind!r}")])
+            return
+        if job is None:
+            self.queue.push_front([_reply("error", request=kind, error=f"no job {job_id!r}")])
+            return
+        if kind == "subscribe":
+            if job.id not in self.jobs:
+                self.jobs[job.id] = job
+                replay = msg.get("replay", True) is not False
+                frames = job.attach(self.queue, replay)
+                ack = _reply("subscribed", job=job.id, status=job.status, replayed=len(frames))
+                self.queue.push_front([ack, *frames])
+            return
+        if kind == "unsubscribe":
+            if self.jobs.pop(job.id, None) is not None:
+                job.detach(self.queue)
+            self.queue.push_front([_reply("unsubscribed", job=job.id)])
+            return
+        request_id = msg.get("id")
+        try:
+            if not isinstance(request_id, str):
+                raise ValueError("ui_response needs a string id")
+            await self.manager.answer_ui(
+                job,
+                request_id,
+                value=msg.get("value"),
+                confirmed=msg.get("confirmed"),
+                cancelled=msg.get("cancelled") is True,
+            )
+        except (ValueError, BridgeError) as exc:
+            self.queue.push_front(
+                [_reply("error", request=kind, job=job.id, id=request_id, error=str(exc))]
+            )
+
+
+def token_ok(given: object, expected: str) -> bool:
+    """Compare tokens in constant time."""
+    return isinstance(given, str) and hmac.compare_digest(given.encode(), expected.encode())
+
+
+async def _authenticate(ws: WebSocket, config: ServerConfig) -> bool:
+    """Accept a `token` query parameter or, failing that, a first `{"type":"auth"}` message."""
+    query = ws.query_params.get("token")
+    if query is not None:
+        return token_ok(query, config.token)
+    with anyio.move_on_after(config.auth_timeout):
+        try:
+            msg = json.loads(await ws.receive_text())
+        except (ValueError, WebSocketDisconnect, RuntimeError, KeyError):
+            return False
+        return (
+            isinstance(msg, dict)
+            and msg.get("type") == "auth"
+            and token_ok(msg.get("token"), config.token)
+        )
+    return False
+
+
+async def websocket_endpoint(ws: WebSocket, manager: JobManager, config: ServerConfig) -> None:
+    """Serve one `/ws` client until it leaves, is too slow, or the server stops."""
+    await ws.accept()
+    if not await _authenticate(ws, config):
+        if ws.client_state == WebSocketState.CONNECTED:
+            with contextlib.suppress(Exception):
+                await ws.close(CLOSE_UNAUTHORIZED, "unauthorized")
+        return
+    conn = _Connection(ws, manager, config)
+    conn.queue.push_front([_reply("ready")])
+    await conn.run()
+
+
+__all__ = [
+    "CLOSE_TOO_SLOW",
+    "CLOSE_UNAUTHORIZED",
+    "ClientQueue",
+    "ClientStats",
+    "token_ok",
+    "websocket_endpoint",
+]
