@@ -17,13 +17,14 @@ from typing import Any, cast
 
 import anyio
 from anyio.abc import TaskGroup
+from anyio.lowlevel import checkpoint_if_cancelled
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from attrs import evolve
 from returns.result import Failure, Result, Success
 
 from mule._abort import AbortController, AbortSignal, child_controller
 from mule.effects._errors import MuleError, MulePhase
-from mule.effects._events import EVENT_TYPES, MuleEvent
+from mule.effects._events import EVENT_TYPES, MuleEvent, RunEnd
 from mule.effects._protocol import (
     AskFollowUp,
     AskRetryAfter,
@@ -148,6 +149,7 @@ class Interpreter:
         self.last_event: object = None
         self.prepared: dict[int, MuleToolPrepared] = {}
         self.tools: dict[int, _ToolRun] = {}
+        self.ended = False  # `run_end` was handed out: no cancellation may follow it
         send, recv = anyio.create_memory_object_stream[Fact](math.inf)
         self.inbox_send: MemoryObjectSendStream[Fact] = send
         self.inbox: MemoryObjectReceiveStream[Fact] = recv
@@ -174,13 +176,17 @@ class Interpreter:
             for cmd in commands:
                 kind = type(cmd)
                 if kind in _EVENTS:
+                    if kind is RunEnd:
+                        self.ended = True
                     if listener is None:
                         continue
                     try:
                         res = await listener(cmd, signal)  # type: ignore[arg-type]
                     except Exception as exc:  # a Result listener that raised anyway
                         res = Failure(MuleError("listener", _describe(exc), exc))
-                    if signal._aborted or (timed and signal.aborted):
+                    # The listener may have cancelled this task's scope without a checkpoint.
+                    await checkpoint_if_cancelled()
+                    if (signal._aborted or (timed and signal.aborted)) and not self.ended:
                         return None
                     if type(res) is not Success and isinstance(res, Failure):
                         fact = ListenerFailed(res.failure())
@@ -209,7 +215,7 @@ class Interpreter:
                     fact = await self._perform(cmd)
             if fact is None:
                 fact = await self.inbox.receive()
-            if signal._aborted or (timed and signal.aborted):
+            if (signal._aborted or (timed and signal.aborted)) and not self.ended:
                 return None
 
     def _checked(self, event: object) -> Fact:
@@ -230,6 +236,8 @@ class Interpreter:
     async def finish_cancelled(self, reason: str) -> Finish:
         """Feed the cancellation to the machine and emit its `run_end` (nothing else)."""
         assert self.state is not None
+        if self.ended:  # the task was cancelled while `run_end` was out: the caller re-raises
+            return Finish(None, None)
         self.state, commands = step(self.state, CancelRequested(reason, now_ms()))
         for cmd in commands:
             if type(cmd) in _EVENTS:

@@ -144,7 +144,9 @@ def step(state: RunState, fact: Fact) -> tuple[RunState, tuple[Command, ...]]:
             # Only `run_end` precedes the Finish of its step: its listener failed, so the run
             # fails with that error instead (the interpreter drops the pending Finish).
             return state, (Finish(None, fact.error),)
-        return state, ()
+        if not isinstance(fact, CancelRequested):
+            return state, ()
+        # Decided but not delivered: an abort noticed before `run_end` went out still wins.
     t = _Txn(state)
     if isinstance(fact, CancelRequested):
         _cancel(t, fact)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
-from typing import Literal, TypeAlias, TypeVar
+from typing import Any, Literal, TypeAlias, TypeVar
 
 import anyio
 from attrs import define, field
@@ -105,7 +105,7 @@ def make_input(
     model: ScriptedModel | None = None,
     *,
     messages: Sequence[Message] | None = None,
-    **kwargs: object,
+    **kwargs: Any,
 ) -> MuleRunInput:
     """Return a run input with the test model, system prompt and one user message unless given."""
     given: dict[str, object] = {
