@@ -281,10 +281,18 @@ class Journal:
     entries: list[tuple[str, str]] = field(factory=list)
     signals: dict[str, AbortSignal] = field(factory=dict)
     calls: dict[str, ToolCall] = field(factory=dict)
+    changed: anyio.Event = field(factory=anyio.Event)
 
     def add(self, what: str, who: str) -> None:
         """Append one entry."""
         self.entries.append((what, who))
+        self.changed.set()
+        self.changed = anyio.Event()
+
+    async def wait_for(self, what: str, who: str) -> None:
+        """Return once the entry (what, who) has been added."""
+        while (what, who) not in self.entries:
+            await self.changed.wait()
 
     def of(self, what: str) -> list[str]:
         """Return the call ids of one kind of entry, in order."""

@@ -244,14 +244,25 @@ async def test_s30_bad_input_wins_over_an_aborted_signal(root: Root) -> None:
 # -- task cancellation -----------------------------------------------------------------------------
 
 
+async def cancel_later(scope: anyio.CancelScope, seen: anyio.Event) -> None:
+    """Cancel `scope` a little after `seen` is set (from another task)."""
+    await seen.wait()
+    await anyio.sleep(0.02)
+    scope.cancel()
+
+
 async def test_task_cancellation_emits_run_end_and_reraises(root: Root) -> None:
     """Cancelling the calling task mid-stream emits only RE(cancelled) and re-raises."""
     model = model_of(STALLING)
+    seen = anyio.Event()
     rec = Recorder()
+    rec.on_event = lambda e: seen.set() if len(rec.events) == 6 else None  # the second MU
     reached = False
-    with anyio.move_on_after(0.1) as scope:
-        await run_root(root, make_input(model), rec)
-        reached = True
+    async with anyio.create_task_group() as tg:
+        with anyio.CancelScope() as scope:
+            tg.start_soon(cancel_later, scope, seen)
+            await run_root(root, make_input(model), rec)
+            reached = True
     assert scope.cancelled_caught
     assert not reached
     assert project(rec.events) == ["RS", "TS", "MP(1)", "MS", "MU", "MU", "RE(cancelled)"]
@@ -266,10 +277,16 @@ async def test_task_cancellation_during_tools_aborts_the_tool(root: Root) -> Non
     journal = Journal()
     model = model_of(reply(Call("c1", "Slow")), reply("never"))
     rec = Recorder()
-    with anyio.move_on_after(0.1) as scope:
-        await run_root(
-            root, make_input(model, tools=(tool("Slow", journal, wait_for_abort=True),)), rec
-        )
+    inp = make_input(model, tools=(tool("Slow", journal, wait_for_abort=True),))
+
+    async def when_executing() -> None:
+        await journal.wait_for("execute", "c1")
+        scope.cancel()
+
+    async with anyio.create_task_group() as tg:
+        with anyio.CancelScope() as scope:
+            tg.start_soon(when_executing)
+            await run_root(root, inp, rec)
     assert scope.cancelled_caught
     assert project(rec.events)[-2:] == ["XS(c1)", "RE(cancelled)"]
     assert journal.signals["c1"].aborted

@@ -795,3 +795,37 @@ async def test_s39_identities(root: Root) -> None:
     assert (
         len(seen) == 1 + 2 + 1 + 2 + 2 + 2 + 1
     )  # run, turns, user, assistants, calls, results, terminal
+
+
+async def test_length_stop_with_calls_runs_them(root: Root) -> None:
+    """0.73.1: a "length" stop with tool calls runs the calls as usual."""
+    journal = Journal()
+    model = model_of(Reply(blocks=(Call("c1", "A"),), stop_reason="length"), reply("ok"))
+    ran = await run_root(root, make_input(model, tools=(tool("A", journal),)))
+    assert after(ran.proj, "ME(length)")[:5] == [
+        "XS(c1)",
+        "XE(c1)",
+        "MS(r:c1)",
+        "ME(r:c1)",
+        "TE(c1)",
+    ]
+    assert journal.of("done") == ["c1"]
+
+
+async def test_pi_values_pass_through(root: Root) -> None:
+    """message_update carries the Pi event unchanged; message_end the terminal's message."""
+    model = model_of(reply("hi"))
+    ran = await run_root(root, make_input(model))
+    updates = of_type(ran.events, MessageUpdate)
+    assert [u.event.type for u in updates] == ["text_start", "text_delta", "text_end"]
+    end = of_type(ran.events, MessageEnd)[0]
+    assert end.value == ran.ok.message
+    assert end.value is ran.ok.messages[0]
+
+
+async def test_run_without_listener() -> None:
+    """The effects root runs without a listener."""
+    from mule.effects._run import run
+
+    res = await run(make_input(model_of(reply("hi"))))
+    assert text_of(res.unwrap().message) == "hi"
