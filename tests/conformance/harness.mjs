@@ -324,10 +324,18 @@ async function runScenario(sc, out) {
     tools: (sc.tools ?? []).map((t) => makeTool(t, plans, slots)),
   };
   const failOn = sc.listenerRaises;
+  const abortOn = sc.abortOn;
+  const controller = new AbortController();
   let seenOfType = 0;
+  let abortSeen = 0;
   const emit = async (event) => {
     out(project(event));
     slots.onEvent(event);
+    // 0.73.1's loop never checks the signal; the scripted stream and tools ignore it too.
+    if (abortOn && event.type === abortOn.t && ++abortSeen === (abortOn.nth ?? 1)) {
+      out({ t: "aborted_here" });
+      controller.abort();
+    }
     if (failOn && event.type === failOn.t && ++seenOfType === (failOn.nth ?? 1)) {
       origin = "listener";
       throw new Error("listener broke");
@@ -336,7 +344,7 @@ async function runScenario(sc, out) {
   let end;
   try {
     const loop = core
-      .runAgentLoopContinue(context, config, emit, new AbortController().signal, streamFn)
+      .runAgentLoopContinue(context, config, emit, controller.signal, streamFn)
       .then((messages) => ({ kind: "returned", messages: strip(messages) }));
     const got = await Promise.race([loop, hung]);
     end = got === "hang" ? { kind: "hang" } : got;

@@ -23,7 +23,7 @@ import anyio
 from attrs import define, field, frozen
 from returns.result import Failure, Result, Success
 
-from mule._abort import AbortSignal
+from mule._abort import AbortController, AbortError, AbortSignal
 from mule.effects._errors import MuleError
 from mule.effects._events import (
     MessageEnd,
@@ -39,6 +39,7 @@ from mule.effects._events import (
     TurnEnd,
     TurnStart,
 )
+from mule.effects._identity import MuleIdentity
 from mule.effects._run import run as effects_run
 from mule.effects._settings import MuleCompletedTurn, MuleRunOutcome
 from mule.effects._settings import MuleRunInput as CoreInput
@@ -268,6 +269,20 @@ class _Side:
         }
         self.fail_on: dict[str, Any] | None = sc.get("listenerRaises")
         self.seen_of_type = 0
+        self.abort_on: dict[str, Any] | None = sc.get("abortOn")
+        self.abort_seen = 0
+        self.controller = AbortController()
+
+    def maybe_abort(self, event: MuleEvent) -> None:
+        """Abort the run's signal at the planned event (as the harness does)."""
+        plan = self.abort_on
+        if plan is None or _project(event)["t"] != plan["t"]:
+            return
+        self.abort_seen += 1
+        nth: int = plan.get("nth", 1)
+        if self.abort_seen == nth:
+            self.out.events.append({"t": "aborted_here"})
+            self.controller.abort("scripted abort")
 
     def listener_fails(self, event: MuleEvent) -> bool:
         """Whether the scripted listener breaks at this event (after recording it)."""
@@ -342,6 +357,7 @@ class _Side:
 def _record(side: _Side, event: MuleEvent) -> None:
     side.out.events.append(_project(event))
     side.slots.on_event(event)
+    side.maybe_abort(event)
 
 
 def _settings(side: _Side) -> dict[str, Any]:
@@ -413,7 +429,7 @@ async def _run_effects(sc: Scenario, out: MuleRun) -> Result[MuleRunOutcome, Mul
         should_stop_after_turn=stop if "stop" in side.queues else None,
         resolve_api_key=key if "keys" in side.queues else None,
     )
-    res = await effects_run(inp, listener)
+    res = await effects_run(inp, listener, side.controller.signal)
     _attach_prompts(out, side.model)
     return res
 
@@ -467,13 +483,34 @@ async def _run_promise(sc: Scenario, out: MuleRun) -> Result[MuleRunOutcome, Mul
         resolve_api_key=key if "keys" in side.queues else None,
     )
     try:
-        outcome = await promise_run(inp, listener)
+        outcome = await promise_run(inp, listener, side.controller.signal)
     except MuleRunFailed as exc:
         res: Result[MuleRunOutcome, MuleError] = Failure(exc.error)
+    except AbortError:
+        # The facade raises the abort reason; the core's cancelled outcome is what it means.
+        res = Success(_cancelled(side))
     else:
         res = Success(outcome)
     _attach_prompts(out, side.model)
     return res
+
+
+def _cancelled(side: _Side) -> MuleRunOutcome:
+    """Return a stand-in for the cancelled outcome the facade turned into an AbortError."""
+    assert side.controller.signal.aborted
+    ident = MuleIdentity("run", "run:0")
+    message = AssistantMessage(
+        content=(),
+        api=MODEL.api,
+        provider=MODEL.provider,
+        model=MODEL.id,
+        usage=ZERO_USAGE,
+        stop_reason="aborted",
+        timestamp=0,
+    )
+    return MuleRunOutcome(
+        status="cancelled", run=ident, terminal=ident, message=message, messages=()
+    )
 
 
 def _attach_prompts(out: MuleRun, model: ScriptedModel) -> None:
@@ -551,6 +588,9 @@ async def run_mule(sc: Scenario, root: Root) -> MuleRun:
             if obs["t"] == "agent_end":
                 obs["messages"] = wire(outcome.messages)
         out.end = {"kind": outcome.status, "messages": wire(outcome.messages)}
+        if outcome.status == "cancelled":
+            # Pi has no cancelled outcome to compare its messages with (A9).
+            del out.end["messages"]
     else:
         err = res.failure()
         cause = err.cause
@@ -589,7 +629,7 @@ def _raised_text(sc: Scenario, call_id: str) -> str | None:
     return text
 
 
-def _a3(sc: Scenario, events: list[Obs], end: Obs) -> tuple[list[Obs], Obs] | None:
+def _a3_index(sc: Scenario, events: list[Obs]) -> int | None:
     for i, obs in enumerate(events):
         if obs["t"] != "tool_execution_end" or not obs["isError"]:
             continue
@@ -597,8 +637,19 @@ def _a3(sc: Scenario, events: list[Obs], end: Obs) -> tuple[list[Obs], Obs] | No
         # a block (which never reach the raise) carry other texts.
         raised = _raised_text(sc, obs["id"])
         if raised is not None and obs["result"]["content"] == [{"type": "text", "text": raised}]:
-            return [*events[:i], _failed("tool")], {"kind": "failed", "phase": "tool"}
+            return i
     return None
+
+
+def _abort_index(events: list[Obs]) -> int | None:
+    return next((i for i, obs in enumerate(events) if obs["t"] == "aborted_here"), None)
+
+
+def _a3(sc: Scenario, events: list[Obs], end: Obs) -> tuple[list[Obs], Obs] | None:
+    i = _a3_index(sc, events)
+    if i is None:
+        return None
+    return [*events[:i], _failed("tool")], {"kind": "failed", "phase": "tool"}
 
 
 def _a4_a19(sc: Scenario, events: list[Obs], end: Obs) -> tuple[list[Obs], Obs] | None:
@@ -641,6 +692,17 @@ def _a16(sc: Scenario, events: list[Obs], end: Obs) -> tuple[list[Obs], Obs] | N
     return [*events, _failed(phase)], {"kind": "failed", "phase": phase}
 
 
+def _a9(sc: Scenario, events: list[Obs], end: Obs) -> tuple[list[Obs], Obs] | None:
+    i = _abort_index(events)
+    if i is None:
+        return None
+    failed_first = _a3_index(sc, events[:i])
+    if failed_first is not None:  # the run had already failed (A3) when the signal fired
+        return None
+    cancelled = {"t": "run_end", "outcome": "cancelled"}
+    return [*events[: i + 1], cancelled], {"kind": "cancelled"}
+
+
 def _a15(sc: Scenario, events: list[Obs], end: Obs) -> tuple[list[Obs], Obs] | None:
     if end["kind"] != "hang":
         return None
@@ -659,14 +721,21 @@ def _failed(phase: str) -> Obs:
     return {"t": "run_end", "outcome": "failed", "phase": phase}
 
 
-# Applied in order; the first that applies rewrites Pi's observation (they are exclusive: A3
-# cuts the run before anything later can happen).
+# Applied in order; the first that applies rewrites Pi's observation. The order is the order in
+# which they cut a run: a control error before run_start, then a cancellation or a tool raise
+# (whichever came first), then the ways a run ends.
 DIVERGENCES: tuple[Divergence, ...] = (
     Divergence(
         "§5.1 duplicate tools",
         "duplicate tool names are a MuleError(control) before run_start; Pi silently uses the"
         " first tool of that name",
         _duplicate_tools,
+    ),
+    Divergence(
+        "A9",
+        "cancellation: 0.73.1's loop never checks the signal and runs on; once the run's signal"
+        " aborts, mule emits nothing but run_end(cancelled)",
+        _a9,
     ),
     Divergence(
         "A3",

@@ -12,7 +12,8 @@ A scenario is plain JSON (so the Node harness reads the very same value):
 - `steering`, `followUp`: planned hook answers (lists of messages, or `{raises}`), then `[]`;
   `stop`: planned booleans (or `{raises}`), then false; `keys`: planned getApiKey answers,
   then null; `apiKey`: the options' key. Absent = no hook.
-- `listenerRaises`: `{t, nth?}`: the listener throws at the nth Pi event of type `t`.
+- `listenerRaises`: `{t, nth?}`: the listener throws at the nth Pi event of type `t`;
+  `abortOn`: `{t, nth?}`: the run's signal aborts there.
 
 Section-6 items not here, and why, are listed in docs/conformance.md.
 """
@@ -295,6 +296,28 @@ SCENARIOS: dict[str, Scenario] = {
     ),
     "s33_api_key_without_hook": scenario(replies=[DONE], apiKey="from-options"),
     "x_duplicate_tool_names": scenario(tools=tools("A", "A"), replies=[DONE]),
+    "s29_cancel_mid_stream": scenario(
+        replies=[reply(text("a", "b", "c"))], abortOn={"t": "message_update", "nth": 2}
+    ),
+    "s29_cancel_at_tool_start": scenario(
+        tools=tools("A"),
+        replies=[reply(call("c1", "A"), call("c2", "A")), DONE],
+        calls={"c1": after(20), "c2": after(5)},
+        abortOn={"t": "tool_execution_start"},
+    ),
+    "s29_cancel_at_tool_update": scenario(
+        tools=tools("A"),
+        replies=[reply(call("c1", "A")), DONE],
+        calls={"c1": {"steps": [{"update": "u"}, {"sleep": 5}]}},
+        abortOn={"t": "tool_execution_update"},
+    ),
+    "s29_cancel_at_turn_end": scenario(
+        tools=tools("A"),
+        replies=[reply(call("c1", "A")), DONE],
+        stop=[False],
+        steering=[],
+        abortOn={"t": "turn_end"},
+    ),
     "s32_stream_function_raises": scenario(replies=[reply(raises="socket closed")]),
     "s32_stream_without_terminal": scenario(replies=[reply(text("x"), noTerminal=True)]),
     "s32_out_of_replies": scenario(

@@ -3,7 +3,8 @@
 Random turn scripts (text/thinking deltas, tool calls, stop reasons, provider errors with and
 without `start`, raising or unterminated streams), tool sets (per-tool sequential mode, a
 number schema for the gate, unknown names), per-call plans (rejections, raises, error results,
-terminate, details, updates) and steering / follow-up / stop-hook schedules.
+terminate, details, updates), steering / follow-up / stop-hook schedules and, now and then,
+the point where the run's signal aborts.
 
 Order is made deterministic without trusting the clock: every timed tool event (each update
 and each completion) gets its own slot, and a tool waits for all lower slots' events before
@@ -29,7 +30,50 @@ _user = st.builds(
     st.text(alphabet="uvw", min_size=1, max_size=4),
     st.integers(1, 9),
 )
-_batch = st.lists(_user, min_size=0, max_size=2)
+_USAGE = {
+    "input": 0,
+    "output": 0,
+    "cacheRead": 0,
+    "cacheWrite": 0,
+    "totalTokens": 0,
+    "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "total": 0},
+}
+_OLD_CALL = {"type": "toolCall", "id": "old_1", "name": "A", "arguments": {"q": 1}}
+_ASSISTANT = {
+    "role": "assistant",
+    "content": [{"type": "text", "text": "earlier"}, _OLD_CALL],
+    "api": "scripted-api",
+    "provider": "scripted",
+    "model": "scripted-1",
+    "usage": _USAGE,
+    "stopReason": "toolUse",
+    "timestamp": 1,
+}
+_RESULT = {
+    "role": "toolResult",
+    "toolCallId": "old_1",
+    "toolName": "A",
+    "content": [{"type": "text", "text": "old result"}],
+    "isError": False,
+    "timestamp": 1,
+}
+_BLOCKS_USER = {
+    "role": "user",
+    "content": [{"type": "text", "text": "look"}, {"type": "text", "text": "twice"}],
+    "timestamp": 1,
+}
+# Starting contexts Pi's continue rules accept (the last message is not an assistant's).
+_contexts = st.sampled_from(
+    [
+        [{"role": "user", "content": "go", "timestamp": 1}],
+        [_BLOCKS_USER],
+        [{"role": "user", "content": "go", "timestamp": 1}, _ASSISTANT, _RESULT],
+        [_RESULT],
+    ]
+)
+# Injected messages are usually user messages; Pi injects whatever the queue returns.
+_injected = st.one_of(*[_user] * 8, st.just(_RESULT), st.just(_BLOCKS_USER))
+_batch = st.lists(_injected, min_size=0, max_size=2)
 # A rare raise (Hypothesis favours edge branches of one_of, so pick it by an inner value).
 _hook_answer = st.tuples(st.integers(0, 40), _batch).map(
     lambda t: {"raises": "hook broke"} if t[0] == 17 else t[1]
@@ -147,11 +191,14 @@ def scenarios(draw: st.DrawFn) -> Scenario:
         r: dict[str, Any] = {"blocks": blocks}
         ending = draw(
             st.sampled_from(
-                ["default"] * 30 + ["length"] * 3 + ["error", "error0", "aborted", "raise"]
+                ["default"] * 30
+                + ["length"] * 3
+                + ["stop", "toolUse", "error", "error0", "aborted", "raise"]
             )
         )
-        if ending == "length":
-            r["stopReason"] = "length"
+        if ending in ("length", "stop", "toolUse"):
+            # Pi runs the calls of any non-error response, whatever its stop reason says.
+            r["stopReason"] = ending
         elif ending in ("error", "error0", "aborted"):
             r["stopReason"] = "aborted" if ending == "aborted" else "error"
             r["errorMessage"] = "503 Service Unavailable"
@@ -166,7 +213,7 @@ def scenarios(draw: st.DrawFn) -> Scenario:
         del plan["updates"]
 
     sc: Scenario = {
-        "messages": [{"role": "user", "content": "go", "timestamp": 1}],
+        "messages": draw(_contexts),
         "tools": tools,
         "replies": replies,
         "calls": calls,
@@ -180,6 +227,17 @@ def scenarios(draw: st.DrawFn) -> Scenario:
     stop = draw(_schedule(st.sampled_from([False] * 6 + [True, True, {"raises": "stop broke"}])))
     if stop is not None:
         sc["stop"] = stop
+    if draw(st.integers(0, 7)) == 3:
+        where = [
+            "turn_start",
+            "message_update",
+            "message_end",
+            "tool_execution_start",
+            "tool_execution_update",
+            "tool_execution_end",
+            "turn_end",
+        ]
+        sc["abortOn"] = {"t": draw(st.sampled_from(where)), "nth": draw(st.integers(1, 3))}
     return sc
 
 
