@@ -68,20 +68,30 @@ def _inp(replies: list[Reply], **kw: Any) -> MuleRunInput:
     )
 
 
-async def _parts(call: ToolCall) -> AsyncIterator[MuleToolExecutionPart]:
-    # Distinct delays per call keep parallel interleaving deterministic on both backends.
-    step = 0.01 * (1 + 2 * (call.id == "c2"))
-    await anyio.sleep(step)
-    yield MuleToolExecutionPart("update", MuleToolResult(content=(TextContent("..."),)))
-    await anyio.sleep(step)
-    text = f"echo {call.arguments.get('x')}"
-    yield MuleToolExecutionPart("result", MuleToolResult(content=(TextContent(text),)))
+class _Order:
+    """Makes parallel tools deterministic: c2 starts only after c1's end was emitted."""
+
+    def __init__(self) -> None:
+        self.c1_done = anyio.Event()
+
+    def seen(self, event: MuleEvent) -> None:
+        if event.type == "tool_execution_end" and event.call.id == "c1":
+            self.c1_done.set()
+
+    async def parts(self, call: ToolCall) -> AsyncIterator[MuleToolExecutionPart]:
+        if call.id == "c2":
+            await self.c1_done.wait()
+        yield MuleToolExecutionPart("update", MuleToolResult(content=(TextContent("..."),)))
+        text = f"echo {call.arguments.get('x')}"
+        yield MuleToolExecutionPart("result", MuleToolResult(content=(TextContent(text),)))
 
 
-def _echo_tool() -> MuleTool:
+def _echo_tool(order: _Order | None = None) -> MuleTool:
+    gate = order or _Order()
+
     async def prepare(call: ToolCall, signal: AbortSignal) -> MuleToolPrepared:
         async def execute(signal: AbortSignal) -> AsyncIterator[MuleToolExecutionPart]:
-            async for part in _parts(call):
+            async for part in gate.parts(call):
                 yield part
 
         return MuleToolPrepared(execute)
@@ -89,12 +99,12 @@ def _echo_tool() -> MuleTool:
     return MuleTool(descriptor=ECHO, prepare=prepare)
 
 
-def _core_echo_tool() -> CoreTool:
+def _core_echo_tool(order: _Order) -> CoreTool:
     async def prepare(call: ToolCall, signal: AbortSignal) -> Result[CorePrepared, MuleError]:
         async def execute(
             signal: AbortSignal,
         ) -> AsyncIterator[Result[MuleToolExecutionPart, MuleError]]:
-            async for part in _parts(call):
+            async for part in order.parts(call):
                 yield Success(part)
 
         return Success(CorePrepared(execute))
@@ -125,13 +135,19 @@ def _normal(event: MuleEvent) -> Any:
 async def test_both_roots_give_identical_events_and_outcomes() -> None:
     """The promise facade and the Result root emit the same events and outcome."""
     promise_events: list[MuleEvent] = []
-    out = await mule.run(
-        _inp(_script(), tools=[_echo_tool()]), lambda e, s: promise_events.append(e)
-    )
+    first = _Order()
+
+    def record(e: MuleEvent, s: AbortSignal) -> None:
+        promise_events.append(e)
+        first.seen(e)
+
+    out = await mule.run(_inp(_script(), tools=[_echo_tool(first)]), record)
     core_events: list[MuleEvent] = []
+    second = _Order()
 
     async def listener(e: MuleEvent, s: AbortSignal) -> Result[None, MuleError]:
         core_events.append(e)
+        second.seen(e)
         return Success(None)
 
     core = CoreInput(
@@ -139,7 +155,7 @@ async def test_both_roots_give_identical_events_and_outcomes() -> None:
         system_prompt="sys",
         messages=(UserMessage("hi", 1),),
         stream=ScriptedModel(_script(), clock=_fixed_clock),
-        tools=(_core_echo_tool(),),
+        tools=(_core_echo_tool(second),),
     )
     res = await run_core(core, listener)
     assert isinstance(res, Success)

@@ -306,6 +306,12 @@ class Interpreter:
             return _failed("model", "the model stream raised", exc)
         return self._checked(event)
 
+    async def release(self) -> None:
+        """Close whatever the run still holds open (a model stream cut off by cancellation)."""
+        if self.stream is not None:
+            with anyio.CancelScope(shield=True):
+                await self._close_model()
+
     async def _close_model(self) -> None:
         stream, self.stream = self.stream, None
         self.deadline = None

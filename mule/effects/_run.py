@@ -116,6 +116,7 @@ async def run(
                 # Work still in flight (parallel tools after a failure) sees the run end.
                 if not controller.signal.aborted and interp.tools:
                     controller.abort("the run ended")
+                await interp.release()
                 tg.cancel_scope.cancel()
     finally:
         detach()
