@@ -614,12 +614,14 @@ class Divergence:
     """A deliberate difference from Pi 0.73.1.
 
     `rewrite` turns Pi's observation into what mule must emit instead (None: does not apply);
+    `adjust` rewrites a value inside Pi's events (a difference that does not end the run);
     `blind` is a per-event projection applied to both sides, for a field left uncompared.
     """
 
     code: str
     why: str
     rewrite: Rewrite | None = None
+    adjust: Callable[[Scenario, Any], Any] | None = None
     blind: Callable[[Obs], Obs] | None = None
 
 
@@ -709,6 +711,21 @@ def _a15(sc: Scenario, events: list[Obs], end: Obs) -> tuple[list[Obs], Obs] | N
     return [*events, _failed("model")], {"kind": "failed", "phase": "model"}
 
 
+PI_BLOCKED = "Tool execution was blocked"
+
+
+def _empty_rejection(sc: Scenario, value: Any) -> Any:
+    if not any(p.get("reject") == "" for p in sc.get("calls", {}).values()):
+        return value
+    if isinstance(value, list):
+        return [_empty_rejection(sc, v) for v in value]
+    if isinstance(value, dict):
+        if value == {"type": "text", "text": PI_BLOCKED}:
+            return {"type": "text", "text": ""}
+        return {k: _empty_rejection(sc, v) for k, v in value.items()}
+    return value
+
+
 def _partial_args(obs: Obs) -> Obs:
     if obs["t"] != "message_update" or obs["e"]["type"] != "toolcall_delta":
         return obs
@@ -773,6 +790,13 @@ DIVERGENCES: tuple[Divergence, ...] = (
         _a15,
     ),
     Divergence(
+        "§5.4 rejection text",
+        "a rejection's message is the error text as given; Pi 0.73.1 replaces an empty block"
+        " reason with 'Tool execution was blocked' (mule's rejection is not Pi's block: the"
+        " seed makes its message the result text)",
+        adjust=_empty_rejection,
+    ),
+    Divergence(
         "PJ",
         "not the loop: the scripted streams' partial tool-call arguments come from each side's"
         " streaming-JSON parser (pi-ai's completes a cut literal like `nul` to null, mule's"
@@ -785,6 +809,9 @@ DIVERGENCES: tuple[Divergence, ...] = (
 
 def expected_for_mule(sc: Scenario, events: list[Obs], end: Obs) -> tuple[list[Obs], Obs, str]:
     """Pi's observation rewritten by the first divergence that applies (code "" if none)."""
+    for d in DIVERGENCES:
+        if d.adjust is not None:
+            events, end = d.adjust(sc, events), d.adjust(sc, end)
     for d in DIVERGENCES:
         got = d.rewrite(sc, events, end) if d.rewrite is not None else None
         if got is not None:
@@ -834,6 +861,7 @@ def compare(sc: Scenario, pi: tuple[list[Obs], Obs], mule: MuleRun) -> Compariso
 __all__ = [
     "DIVERGENCES",
     "HAVE_PI",
+    "PI_BLOCKED",
     "ROOTS",
     "Comparison",
     "Divergence",

@@ -202,6 +202,9 @@ SCENARIOS: dict[str, Scenario] = {
     "s13_rejection": scenario(
         tools=tools("A"), replies=[reply(call("c1", "A")), DONE], calls={"c1": {"reject": "denied"}}
     ),
+    "s13_empty_rejection": scenario(
+        tools=tools("A"), replies=[reply(call("c1", "A")), DONE], calls={"c1": {"reject": ""}}
+    ),
     "s13_rejection_among_parallel": scenario(
         tools=tools("A"),
         replies=[reply(call("c1", "A"), call("c2", "A"), call("c3", "A")), DONE],

@@ -112,7 +112,7 @@ def _plan(draw: st.DrawFn, updates: int) -> dict[str, Any]:
     )
     plan: dict[str, Any] = {}
     if kind == "reject":
-        plan["reject"] = draw(st.sampled_from(["denied", "not allowed here"]))
+        plan["reject"] = draw(st.sampled_from(["denied", "not allowed here", ""]))
     elif kind == "prepareRaises":
         plan["prepareRaises"] = "prepare broke"
     elif kind == "raises":
