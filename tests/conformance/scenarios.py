@@ -7,8 +7,9 @@ A scenario is plain JSON (so the Node harness reads the very same value):
 - `replies`: one per model call: `{blocks, stopReason?, errorMessage?, start?, raises?,
   noTerminal?, beforeStart?, trailing?}`; a block is `{type: "text"|"thinking", deltas}` or
   `{type: "toolCall", id, name, arguments, pieces?}`.
-- `calls`: per tool-call id: `{reject?, prepareRaises?, steps?: [{sleep: ms} | {update: text}],
-  raises?, result?: {text?, isError?, details?, terminate?}}`.
+- `calls`: per tool-call id: `{reject?, prepareRaises?, steps?, raises?, result?: {text?,
+  isError?, details?, terminate?}}`; a step is `{sleep: ms}`, `{update: text}` or
+  `{wait: slot}` (wait until every lower slot's tool event is out: see harness.mjs).
 - `steering`, `followUp`: planned hook answers (lists of messages, or `{raises}`), then `[]`;
   `stop`: planned booleans (or `{raises}`), then false; `keys`: planned getApiKey answers,
   then null; `apiKey`: the options' key. Absent = no hook.
@@ -66,6 +67,11 @@ def tools(*names: str, **params: dict[str, Any]) -> list[dict[str, Any]]:
 def after(ms: int, **result: Any) -> dict[str, Any]:
     """Return a call plan that sleeps `ms` and then returns `result`."""
     return {"steps": [{"sleep": ms}], "result": result}
+
+
+def at_slot(k: int, **result: Any) -> dict[str, Any]:
+    """Return a call plan that returns `result` once every lower slot's event is out."""
+    return {"steps": [{"wait": k}], "result": result}
 
 
 def scenario(**fields: Any) -> Scenario:
@@ -128,9 +134,9 @@ SCENARIOS: dict[str, Scenario] = {
             DONE,
         ],
         calls={
-            "c1": {"steps": [{"sleep": 10}, {"update": "p1"}, {"sleep": 30}]},
-            "c2": after(20),
-            "c4": {"steps": [{"sleep": 30}, {"update": "p4"}, {"sleep": 20}]},
+            "c1": {"steps": [{"wait": 1}, {"update": "p1"}, {"wait": 4}]},
+            "c2": at_slot(2),
+            "c4": {"steps": [{"wait": 3}, {"update": "p4"}, {"wait": 5}]},
         },
     ),
     "s07_sequential_setting": scenario(
@@ -195,7 +201,7 @@ SCENARIOS: dict[str, Scenario] = {
         ],
         # Parallel completions at the same instant have no defined order: one slot each.
         calls={
-            cid: after(6 * k)
+            cid: at_slot(k)
             for k, cid in enumerate(["n1", "n2", "i1", "i2", "b1", "b2", "l1", "y1"], 1)
         },
     ),
@@ -208,17 +214,17 @@ SCENARIOS: dict[str, Scenario] = {
     "s13_rejection_among_parallel": scenario(
         tools=tools("A"),
         replies=[reply(call("c1", "A"), call("c2", "A"), call("c3", "A")), DONE],
-        calls={"c1": after(20), "c2": {"reject": "no"}, "c3": after(5)},
+        calls={"c1": at_slot(2), "c2": {"reject": "no"}, "c3": at_slot(1)},
     ),
     "s14_all_terminate": scenario(
         tools=tools("A"),
         replies=[reply(call("c1", "A"), call("c2", "A")), DONE],
-        calls={"c1": after(5, terminate=True), "c2": after(15, terminate=True)},
+        calls={"c1": at_slot(1, terminate=True), "c2": at_slot(2, terminate=True)},
     ),
     "s15_some_terminate": scenario(
         tools=tools("A"),
         replies=[reply(call("c1", "A"), call("c2", "A")), DONE],
-        calls={"c1": after(5, terminate=True), "c2": after(15)},
+        calls={"c1": at_slot(1, terminate=True), "c2": at_slot(2)},
     ),
     "s15_rejection_breaks_terminate": scenario(
         tools=tools("A"),
@@ -340,14 +346,16 @@ SCENARIOS: dict[str, Scenario] = {
         tools=tools("A"),
         replies=[reply(call("a", "A"), call("b", "A")), DONE],
         calls={
-            "a": {"steps": [{"sleep": 10}, {"update": "a1"}, {"sleep": 20}, {"update": "a2"}]},
-            "b": {"steps": [{"sleep": 20}, {"update": "b1"}, {"sleep": 30}]},
+            "a": {
+                "steps": [{"wait": 1}, {"update": "a1"}, {"wait": 3}, {"update": "a2"}, {"wait": 5}]
+            },
+            "b": {"steps": [{"wait": 2}, {"update": "b1"}, {"wait": 4}]},
         },
     ),
     "s36_execute_raises": scenario(
         tools=tools("A"),
         replies=[reply(call("c1", "A"), call("c2", "A")), DONE],
-        calls={"c1": {"steps": [{"sleep": 30}], "raises": "kaput"}, "c2": after(5)},
+        calls={"c1": {"steps": [{"wait": 2}], "raises": "kaput"}, "c2": at_slot(1)},
     ),
     "s36_prepare_raises": scenario(
         tools=tools("A"),
@@ -364,9 +372,9 @@ SCENARIOS: dict[str, Scenario] = {
         tools=tools("A"),
         replies=[reply(call("c1", "A"), call("c2", "A"), call("c3", "A")), DONE],
         calls={
-            "c1": after(5, text="plain"),
-            "c2": after(10, text="bad", isError=True, details={"why": [1, 2]}),
-            "c3": after(15, details={"k": "v"}),
+            "c1": at_slot(1, text="plain"),
+            "c2": at_slot(2, text="bad", isError=True, details={"why": [1, 2]}),
+            "c3": at_slot(3, details={"k": "v"}),
         },
     ),
     "x_length_with_calls_runs_them": scenario(
@@ -381,7 +389,7 @@ SCENARIOS: dict[str, Scenario] = {
             reply(thinking("hm"), call("c2", "B"), call("c3", "A")),
             reply(text("end")),
         ],
-        calls={"c1": after(5), "c2": after(20), "c3": after(10)},
+        calls={"c1": after(5), "c2": at_slot(2), "c3": at_slot(1)},
     ),
     "x_steering_hook_raises": scenario(
         replies=[reply(text("a")), DONE], steering=[[], {"raises": "queue broke"}]
