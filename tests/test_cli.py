@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator, Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -302,3 +304,140 @@ def test_models_lists_the_registry(project: Path, env: dict[str, str]) -> None:
     assert "openai/" not in done.stdout
     bad = mule(["models", "--provider", "nosuch"], env, project)
     assert bad.returncode == 2
+
+
+# -- journal ----------------------------------------------------------------------------------
+
+
+def _cancel_when(proc: subprocess.Popen[str], ready: Callable[[dict[str, Any]], bool]) -> str:
+    """Read JSON lines until `ready(event)`, send SIGINT, and return stderr after exit."""
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if ready(json.loads(line)):
+            break
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=20)
+    return err
+
+
+def _popen(args: Sequence[str], env: dict[str, str], cwd: Path) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "mule.cli", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        text=True,
+        env=env,
+        cwd=cwd,
+    )
+
+
+def resume_args(fake: FakeOpenAI, db: str, run_id: str, *extra: str) -> list[str]:
+    journal = ("--journal", db, "--resume", run_id)
+    return ["run", "--model", "local/gpt-fake", "--base-url", fake.base_url, *extra, *journal]
+
+
+def _run_id(stderr: str) -> str:
+    match = re.search(r"journal: recording run (\w+)", stderr)
+    assert match is not None, stderr
+    return match.group(1)
+
+
+def test_cancelled_run_resumes_from_the_journal_without_rerunning_tools(
+    fake: FakeOpenAI, project: Path, env: dict[str, str], tmp_path: Path
+) -> None:
+    """Ctrl-C during the second model call, then --resume: the bash result is reused, not rerun."""
+    db = str(tmp_path / "runs.db")
+    fake.push(chat_stream(calls=[tool_call("call_1", "bash", {"command": "echo x >> log.txt"})]))
+    fake.push(chat_stream(text="Partial", then="stall"))
+    prompts = 0
+
+    def second_stream(event: dict[str, Any]) -> bool:
+        nonlocal prompts
+        prompts += event["type"] == "model_prompt"
+        return bool(prompts == 2 and event["type"] == "message_update")
+
+    proc = _popen([*run_args(fake, "log it", "--json", "--yes", "--journal", db)], env, project)
+    err = _cancel_when(proc, second_stream)
+    assert proc.returncode == 130, err
+    run_id = _run_id(err)
+    assert f"--resume {run_id}" in err
+    listed = mule(["journal", "list", "--journal", db], env, project)
+    assert run_id in listed.stdout
+    assert "cancelled" in listed.stdout
+
+    fake.push(chat_text("Logged."))
+    resumed = mule(
+        resume_args(fake, db, run_id, "--yes"),
+        env,
+        project,
+    )
+    assert resumed.returncode == 0, resumed.stderr
+    assert "Logged." in resumed.stdout
+    assert (project / "log.txt").read_text() == "x\n"
+    sent = fake.requests[-1]["body"]["messages"]
+    assert [m["role"] for m in sent] == ["system", "user", "assistant", "tool"]
+    shown = mule(["journal", "show", run_id, "--journal", db], env, project)
+    assert "completed" in shown.stdout
+    assert "Logged." in shown.stdout
+    again = mule(
+        resume_args(fake, db, run_id),
+        env,
+        project,
+    )
+    assert again.returncode == 2
+    assert "already completed" in again.stderr
+
+
+def test_a_command_cut_by_ctrl_c_is_never_replayed_on_resume(
+    fake: FakeOpenAI, project: Path, env: dict[str, str], tmp_path: Path
+) -> None:
+    """Bash is replay-unsafe: after Ctrl-C mid-command, resume reports it interrupted instead."""
+    db = str(tmp_path / "runs.db")
+    command = "echo started >> count.txt; sleep 30"
+    fake.push(chat_stream(calls=[tool_call("call_1", "bash", {"command": command})]))
+    proc = _popen([*run_args(fake, "go", "--json", "--yes", "--journal", db)], env, project)
+    marker = project / "count.txt"
+
+    def started(event: dict[str, Any]) -> bool:
+        if event["type"] != "tool_execution_start":
+            return False
+        deadline = time.monotonic() + 10
+        while not marker.exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        return True
+
+    err = _cancel_when(proc, started)
+    assert proc.returncode == 130, err
+    run_id = _run_id(err)
+    shown = mule(["journal", "show", run_id, "--journal", db], env, project)
+    assert "started, unsafe to replay" in shown.stdout
+
+    fake.push(chat_text("I see it was interrupted."))
+    resumed = mule(
+        resume_args(fake, db, run_id, "--yes", "--json"),
+        env,
+        project,
+    )
+    assert resumed.returncode == 0, resumed.stderr
+    assert marker.read_text() == "started\n"
+    kinds = [e["type"] for e in events(resumed.stdout)]
+    assert "tool_execution_start" not in kinds
+    tool_msg = fake.requests[-1]["body"]["messages"][-1]
+    assert tool_msg["role"] == "tool"
+    assert "not safe to replay" in json.dumps(tool_msg)
+
+
+def test_journal_usage_errors(project: Path, env: dict[str, str], tmp_path: Path) -> None:
+    """--resume needs --journal and no prompt; unknown runs and journals are reported."""
+    base = ["run", "--model", "x/y", "--base-url", "http://127.0.0.1:9/v1"]
+    assert "--resume needs --journal" in mule([*base, "--resume", "r1"], env, project).stderr
+    db = str(tmp_path / "runs.db")
+    with_prompt = mule([*base, "hi", "--journal", db, "--resume", "r1"], env, project)
+    assert with_prompt.returncode == 2
+    assert "leave out the prompt" in with_prompt.stderr
+    unknown = mule([*base, "--journal", db, "--resume", "nosuch"], env, project)
+    assert unknown.returncode == 2
+    assert "no run 'nosuch'" in unknown.stderr
+    missing = mule(["journal", "list", "--journal", str(tmp_path / "none.db")], env, project)
+    assert missing.returncode == 2

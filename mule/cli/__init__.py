@@ -1,4 +1,4 @@
-"""The `mule` command: `mule run`, `mule demo`, `mule models` (and `mule journal` when built).
+"""The `mule` command: `mule run`, `mule demo`, `mule models`, `mule journal list|show`.
 
 Exit codes: 0 the run completed, 1 it failed (the MuleError's phase and message are printed),
 2 a usage or setup problem (unknown model, no API key), 130 it was cancelled (Ctrl-C).
@@ -47,7 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    run.add_argument("prompt", help="the user's message")
+    run.add_argument("prompt", nargs="?", help="the user's message (none with --resume)")
     run.add_argument("--model", "-m", required=True, help="provider/id (see `mule models`)")
     run.add_argument(
         "--base-url",
@@ -114,10 +114,13 @@ def build_parser() -> argparse.ArgumentParser:
     models = commands.add_parser("models", help="list the model registry")
     models.add_argument("--provider", "-p", help="only this provider's models")
 
-    journal = commands.add_parser("journal", help="inspect a run journal")
-    journal.add_argument("action", choices=("list", "show"))
-    journal.add_argument("run_id", nargs="?")
-    journal.add_argument("--journal", metavar="PATH", required=True)
+    journal = commands.add_parser("journal", help="inspect a run journal (SQLite)")
+    actions = journal.add_subparsers(dest="action", metavar="ACTION", required=True)
+    listing = actions.add_parser("list", help="list the recorded runs")
+    listing.add_argument("--journal", metavar="PATH", required=True, help="the journal file")
+    show = actions.add_parser("show", help="show one run's committed transcript")
+    show.add_argument("run_id")
+    show.add_argument("--journal", metavar="PATH", required=True, help="the journal file")
     return parser
 
 
@@ -165,12 +168,23 @@ def _dispatch(args: argparse.Namespace) -> int:
                 return EXIT_USAGE
             return print_models(Console(), registry.unwrap(), args.provider)
         case "journal":
+            from returns.result import Failure
             from rich.console import Console
 
-            Console(stderr=True).print(
-                "[red]journal support not available:[/] mule.journal is not part of this build yet"
-            )
-            return EXIT_USAGE
+            from mule.cli._journal import open_journal, print_run, print_runs
+
+            path = Path(args.journal)
+            if not path.exists():
+                Console(stderr=True).print(f"[red]no journal at {path}[/]")
+                return EXIT_USAGE
+            opened = open_journal(path)
+            if isinstance(opened, Failure):
+                Console(stderr=True).print(f"[red]{opened.failure()}[/]")
+                return EXIT_USAGE
+            with opened.unwrap() as journal:
+                if args.action == "list":
+                    return print_runs(Console(), journal)
+                return print_run(Console(), journal, args.run_id)
         case _:
             raise AssertionError(f"unhandled command {args.command!r}")
 

@@ -5,22 +5,24 @@ from __future__ import annotations
 import signal as signals
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Final, final
 
 import anyio
 from attrs import frozen
-from returns.result import Failure
+from returns.result import Failure, Result, Success
 from rich.console import Console
 from rich.text import Text
 
 from mule._abort import AbortController, AbortError, AbortSignal
 from mule.cli._demo import DEMO_LABEL, DEMO_MODEL, DEMO_PROMPT, DEMO_TOOLS, DemoModel
+from mule.cli._journal import Continuation, continuation, new_run_id, open_journal
 from mule.cli._models import load_registry, missing_key, resolve_model
 from mule.cli._render import JsonLines, LiveView
 from mule.cli._tools import BASH_DEFAULT_TIMEOUT_S, Workspace, builtin_tools
 from mule.effects._events import MuleEvent, RunEnd
+from mule.journal import Journal
 from mule.pi._context import StreamOptions
 from mule.pi._messages import UserMessage
 from mule.pi._model import ThinkingLevel
@@ -34,6 +36,8 @@ EXIT_FAILED: Final = 1
 EXIT_USAGE: Final = 2
 EXIT_CANCELLED: Final = 130
 
+Record = Callable[[MuleEvent, AbortSignal], None]
+
 DEFAULT_TOOLS: Final = ("read", "ls", "grep", "bash")
 THINKING_LEVELS: Final = ("off", "minimal", "low", "medium", "high", "xhigh")
 
@@ -43,7 +47,7 @@ THINKING_LEVELS: Final = ("off", "minimal", "low", "medium", "high", "xhigh")
 class RunOptions:
     """What `mule run` was asked to do."""
 
-    prompt: str
+    prompt: str | None
     model: str
     base_url: str | None = None
     system: str | None = None
@@ -124,26 +128,43 @@ async def drive(
     return code
 
 
-def _listener(view: LiveView, json_out: JsonLines | None) -> MulePromiseListener:
-    if json_out is None:
-        return view
+def _listener(
+    view: LiveView, json_out: JsonLines | None, record: Record | None = None
+) -> MulePromiseListener:
+    """Compose the listeners: the journal first (durable before anything acts), then output."""
 
-    async def both(event: MuleEvent, _signal: AbortSignal) -> None:
+    async def listen(event: MuleEvent, signal: AbortSignal) -> None:
+        if record is not None:
+            record(event, signal)
+        if json_out is None:
+            view.handle(event)
+            return
         json_out.write(event)
         if type(event) is RunEnd:
             view.handle(event)
 
-    return both
+    return listen
+
+
+def _plan(
+    opts: RunOptions, journal: Journal | None
+) -> Result[tuple[str | None, Continuation], str]:
+    """Return the run id and what the run starts from: a fresh prompt, or a journal's run."""
+    if opts.resume is None:
+        if not opts.prompt:
+            return Failure("a prompt is required (unless you --resume a run)")
+        run_id = new_run_id() if journal is not None else None
+        return Success((run_id, Continuation((_user(opts.prompt),), None)))
+    if journal is None:
+        return Failure("--resume needs --journal PATH")
+    if opts.prompt:
+        return Failure("--resume continues a run as it was; leave out the prompt")
+    return continuation(journal, opts.resume).map(lambda c: (opts.resume, c))
 
 
 async def run_command(opts: RunOptions) -> int:
     """`mule run`: resolve the model, build tools and input, run, and return the exit code."""
     out, err = consoles(opts.json)
-    if opts.journal is not None or opts.resume is not None:
-        err.print(
-            "[red]journal support not available:[/] mule.journal is not part of this build yet"
-        )
-        return EXIT_USAGE
     registry = load_registry()
     if isinstance(registry, Failure):
         err.print(Text(registry.failure(), style="red"))
@@ -168,36 +189,68 @@ async def run_command(opts: RunOptions) -> int:
     except ValueError as exc:
         err.print(Text(str(exc), style="red"))
         return EXIT_USAGE
-    level: ThinkingLevel | None = None
-    if opts.thinking not in (None, "off"):
-        level = opts.thinking  # type: ignore[assignment]
-    inp = MuleRunInput(
-        model=target.model,
-        system_prompt=opts.system
-        if opts.system is not None
-        else default_system_prompt(root, opts.tools),
-        messages=(_user(opts.prompt),),
-        tools=tools,
-        stream_options=StreamOptions(
-            api_key=target.api_key,
-            headers=target.headers,
-            reasoning=level,
-            max_retries=opts.provider_retries,
-        ),
-        retry=retry,
-        retry_after_ms=retry_after_ms,
-    )
-    json_out = JsonLines(sys.stdout) if opts.json else None
-    if not opts.json:
-        out.print(Text(f"{target.model.provider}/{target.model.id}", style="bold"), end="")
-        out.print(Text(f"  {target.model.base_url}  cwd {root}", style="dim"))
+    journal: Journal | None = None
+    if opts.journal is not None:
+        opened = open_journal(Path(opts.journal))
+        if isinstance(opened, Failure):
+            err.print(Text(opened.failure(), style="red"))
+            return EXIT_USAGE
+        journal = opened.unwrap()
     try:
-        code = await drive(inp, _listener(view, json_out), err)
+        plan = _plan(opts, journal)
+        if isinstance(plan, Failure):
+            err.print(Text(plan.failure(), style="red"))
+            return EXIT_USAGE
+        run_id, start = plan.unwrap()
+        level: ThinkingLevel | None = None
+        if opts.thinking not in (None, "off"):
+            level = opts.thinking  # type: ignore[assignment]
+        inp = MuleRunInput(
+            model=target.model,
+            system_prompt=opts.system
+            if opts.system is not None
+            else default_system_prompt(root, opts.tools),
+            messages=start.messages,
+            resume=start.resume,
+            tools=tools,
+            stream_options=StreamOptions(
+                api_key=target.api_key,
+                headers=target.headers,
+                reasoning=level,
+                max_retries=opts.provider_retries,
+            ),
+            retry=retry,
+            retry_after_ms=retry_after_ms,
+        )
+        record: Record | None = None
+        if journal is not None and run_id is not None:
+            if opts.resume is None:
+                journal.begin(run_id, start.messages)
+            record = journal.listener(run_id)
+            verb = "resuming" if opts.resume is not None else "recording"
+            err.print(Text(f"journal: {verb} run {run_id} in {journal.path}", style="dim"))
+        json_out = JsonLines(sys.stdout) if opts.json else None
+        if not opts.json:
+            out.print(Text(f"{target.model.provider}/{target.model.id}", style="bold"), end="")
+            out.print(Text(f"  {target.model.base_url}  cwd {root}", style="dim"))
+        try:
+            code = await drive(inp, _listener(view, json_out, record), err)
+        finally:
+            view.close()
+        if not opts.json:
+            out.print(view.summary())
+        if journal is not None and run_id is not None and code != EXIT_OK:
+            err.print(
+                Text(
+                    f"resume with: mule run --journal {journal.path} --resume {run_id} "
+                    f"--model {opts.model} (and the same tools)",
+                    style="dim",
+                )
+            )
+        return code
     finally:
-        view.close()
-    if not opts.json:
-        out.print(view.summary())
-    return code
+        if journal is not None:
+            journal.close()
 
 
 async def demo_command(
