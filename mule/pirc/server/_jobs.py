@@ -19,7 +19,15 @@ from mule.pirc._bridge import Bridge, Subscription
 from mule.pirc._commands import BridgeError
 from mule.pirc._config import BridgeConfig
 from mule.pirc._events import BridgeEvent, ExtensionUIRequest, JobResult
-from mule.pirc.server._wire import FORWARDED_TYPES, Frame, control, encode_event, result_to_wire
+from mule.pirc.server._wire import (
+    FORWARDED_TYPES,
+    Frame,
+    control,
+    encode_event,
+    message_key,
+    result_to_wire,
+    tool_key,
+)
 
 if TYPE_CHECKING:
     from mule.pirc.server._app import ServerConfig
@@ -175,9 +183,9 @@ class ServerJob:
             self.pending_ui[event.id] = event
         self._publish(frame)
         if isinstance(event, MessageEnd):
-            self._partials.pop(f"m:{event.message.value}", None)
+            self._partials.pop(message_key(self.id, event.message.value), None)
         elif isinstance(event, ToolExecutionEnd):
-            self._partials.pop(f"t:{event.tool_call.value}", None)
+            self._partials.pop(tool_key(self.id, event.tool_call.value), None)
 
     def publish_control(self, kind: str, **fields: Any) -> None:
         """Fan out a server frame (`ui_resolved`, `job_status`, `job_end`); it is replayed too."""
@@ -315,25 +323,23 @@ class JobManager:
             async with anyio.create_task_group() as tg:
                 bridge = job.bridge = Bridge(cfg)
                 try:
-                    with job.scope:
-                        await bridge.start()
+                    # `async with`: the bridge's task group nests inside ours and outside the
+                    # job's cancel scope; leaving it stops pi and reaps it (stop is shielded).
+                    async with bridge:
                         job.pid = bridge.pid
                         sub = bridge.subscribe(capacity=self.config.bridge_buffer)
                         tg.start_soon(self._pump, job, sub)
-                        pi_job = await bridge.prompt(job.prompt)
-                        job.status = "running"
-                        job.publish_control("job_status", status="running", pid=job.pid)
-                        job.result = await pi_job.wait()
-                    if job.result is None and bridge.job is not None:
-                        job.result = bridge.job.result  # cancelled: pi's partial messages
+                        with job.scope:
+                            pi_job = await bridge.prompt(job.prompt)
+                            job.status = "running"
+                            job.publish_control("job_status", status="running", pid=job.pid)
+                            job.result = await pi_job.wait()
+                except BridgeError as exc:  # pi could not start, died, or timed out
+                    job.error = str(exc)
                 finally:
-                    with anyio.CancelScope(shield=True):
-                        await bridge.aclose()  # one pi per job: always stopped and reaped
                     job.returncode = bridge.returncode
-        except BridgeError as exc:
-            job.error = str(exc)
-            if job.result is None and job.bridge is not None and job.bridge.job is not None:
-                job.result = job.bridge.job.result
+                    if job.result is None and bridge.job is not None:
+                        job.result = bridge.job.result  # cancelled or dead: the partial run
         except Exception as exc:  # a bug must not take the server down with it
             log.exception("job %s crashed", job.id)
             job.error = f"internal error: {exc!r}"

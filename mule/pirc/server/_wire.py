@@ -166,14 +166,26 @@ def envelope(job: str, seq: int, event: dict[str, Any]) -> dict[str, Any]:
     return {"type": "event", "job": job, "seq": seq, "event": event}
 
 
+def message_key(job: str, message: str) -> str:
+    """Return the coalescing key of a message's updates (identities are per job)."""
+    return f"{job}/m/{message}"
+
+
+def tool_key(job: str, tool_call: str) -> str:
+    """Return the coalescing key of a tool call's progress updates."""
+    return f"{job}/t/{tool_call}"
+
+
 def encode_event(job: str, seq: int, event: BridgeEvent) -> Frame:
     """Encode a bridge event as a frame (compact for `message_update`)."""
     if isinstance(event, MessageUpdate):
         text = dumps(envelope(job, seq, compact_update(event)))
-        return Frame(job, seq, event.type, text, key=f"m:{event.message.value}", event=event)
+        return Frame(
+            job, seq, event.type, text, key=message_key(job, event.message.value), event=event
+        )
     text = dumps(envelope(job, seq, bridge_event_to_wire(event)))
     if isinstance(event, ToolExecutionUpdate):
-        return Frame(job, seq, event.type, text, key=f"t:{event.tool_call.value}")
+        return Frame(job, seq, event.type, text, key=tool_key(job, event.tool_call.value))
     return Frame(job, seq, event.type, text)
 
 
@@ -197,5 +209,7 @@ __all__ = [
     "encode_event",
     "envelope",
     "result_to_wire",
+    "message_key",
     "snapshot_update",
+    "tool_key",
 ]

@@ -178,24 +178,36 @@ class ClientQueue:
         if self._on_overflow is not None:
             self._on_overflow(reason)
 
+    def discard_job(self, job: str) -> None:
+        """Forget the queued frames of one job (unsubscribed, or about to be replayed)."""
+        self._front = deque(f for f in self._front if f.job != job)
+        self._live = deque(f for f in self._live if f.job != job)
+        self._bytes = sum(f.size for f in self._live)
+        self._stale = {k for k in self._stale if not k.startswith(f"{job}/")}
+
     def close(self) -> None:
         """Stop: the sender ends after what is already queued is gone."""
         self._closed = True
         self._wake.set()
 
+    def pop(self) -> Frame | None:
+        """Return the next frame to send now, if any (none at all after an overflow)."""
+        if self.overflow is not None:
+            return None
+        if self._front:
+            return self._front.popleft()
+        if self._live:
+            frame = self._live.popleft()
+            self._bytes -= frame.size
+            return frame
+        return None
+
     async def next(self) -> Frame | None:
-        """Return the next frame to send; None once closed (or overflowed) and drained."""
+        """Wait for the next frame to send; None once closed (or overflowed) and drained."""
         while True:
-            if self.overflow is not None:
-                return None
-            if self._front:
-                return self._front.popleft()
-            if self._live:
-                frame = self._live.popleft()
-                self._bytes -= frame.size
+            frame = self.pop()
+            if frame is not None or self.overflow is not None or self._closed:
                 return frame
-            if self._closed:
-                return None
             if self._wake.is_set():
                 self._wake = anyio.Event()
             await self._wake.wait()
@@ -279,16 +291,18 @@ class _Connection:
             self.queue.push_front([_reply("error", request=kind, error=f"no job {job_id!r}")])
             return
         if kind == "subscribe":
-            if job.id not in self.jobs:
-                self.jobs[job.id] = job
-                replay = msg.get("replay", True) is not False
-                frames = job.attach(self.queue, replay)
-                ack = _reply("subscribed", job=job.id, status=job.status, replayed=len(frames))
-                self.queue.push_front([ack, *frames])
+            # Subscribing again restarts the stream with a fresh replay (a client resync).
+            job.detach(self.queue)
+            self.queue.discard_job(job.id)
+            self.jobs[job.id] = job
+            frames = job.attach(self.queue, replay=msg.get("replay", True) is not False)
+            ack = _reply("subscribed", job=job.id, status=job.status, replayed=len(frames))
+            self.queue.push_front([ack, *frames])
             return
         if kind == "unsubscribe":
             if self.jobs.pop(job.id, None) is not None:
                 job.detach(self.queue)
+                self.queue.discard_job(job.id)
             self.queue.push_front([_reply("unsubscribed", job=job.id)])
             return
         request_id = msg.get("id")
