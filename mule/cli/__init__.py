@@ -11,13 +11,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from mule.cli._run import (
-    DEFAULT_TOOLS,
-    EXIT_CANCELLED,
-    EXIT_USAGE,
-    THINKING_LEVELS,
-    RunOptions,
-)
+from mule.cli._codes import DEFAULT_TOOLS, EXIT_CANCELLED, EXIT_USAGE, THINKING_LEVELS
 from mule.pi._retry import PI_CODING_AGENT_RETRY_DEFAULTS, RetryPolicy
 
 _EPILOG = """\
@@ -97,7 +91,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="let read/ls/grep reach files outside the working directory",
     )
     run.add_argument(
-        "--bash-timeout", type=float, default=120.0, metavar="SECONDS", help="default 120"
+        "--bash-timeout",
+        type=float,
+        default=120.0,
+        metavar="SECONDS",
+        help="default timeout of one bash command (default 120)",
     )
 
     demo = commands.add_parser(
@@ -127,7 +125,7 @@ def build_parser() -> argparse.ArgumentParser:
 def _dispatch(args: argparse.Namespace) -> int:
     import anyio
 
-    from mule.cli._run import demo_command, run_command
+    from mule.cli._run import RunOptions, demo_command, run_command
 
     match args.command:
         case "run":
@@ -193,6 +191,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the `mule` command; return its exit code."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    try:
+        import rich  # noqa: F401 (the command's one optional dependency)
+    except ImportError:
+        print("mule: the command needs rich: pip install 'mule[cli]'", file=sys.stderr)
+        return EXIT_USAGE
     try:
         return _dispatch(args)
     except KeyboardInterrupt:  # Ctrl-C before the run installed its own handler

@@ -173,10 +173,14 @@ class DemoModel:
                 more = " " + _readme_summary(str(path or "the README"), second)
             else:
                 more = " " + _grep_summary(second)
+        calls = (
+            "the tool call and its result were"
+            if len(results) == 1
+            else f"the {len(results)} tool calls and their results were"
+        )
         return (
             f"{found}{more}\n\n"
-            f"_({DEMO_LABEL}: the replies were scripted, but the {len(results)} tool "
-            f"call{'s' if len(results) != 1 else ''} and their results were real. "
+            f"_({DEMO_LABEL}: the replies were scripted, but {calls} real. "
             'Next: `mule run "your question" --model provider/id`.)_'
         )
 

@@ -7,7 +7,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Final, final
+from typing import final
 
 import anyio
 from attrs import frozen
@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.text import Text
 
 from mule._abort import AbortController, AbortError, AbortSignal
+from mule.cli._codes import DEFAULT_TOOLS, EXIT_CANCELLED, EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from mule.cli._demo import DEMO_LABEL, DEMO_MODEL, DEMO_PROMPT, DEMO_TOOLS, DemoModel
 from mule.cli._journal import Continuation, continuation, new_run_id, open_journal
 from mule.cli._models import load_registry, missing_key, resolve_model
@@ -31,15 +32,7 @@ from mule.pi.providers._simple import retry_after_ms
 from mule.promise._run import MuleRunFailed, run
 from mule.promise._types import MulePromiseListener, MuleRunInput
 
-EXIT_OK: Final = 0
-EXIT_FAILED: Final = 1
-EXIT_USAGE: Final = 2
-EXIT_CANCELLED: Final = 130
-
 Record = Callable[[MuleEvent, AbortSignal], None]
-
-DEFAULT_TOOLS: Final = ("read", "ls", "grep", "bash")
-THINKING_LEVELS: Final = ("off", "minimal", "low", "medium", "high", "xhigh")
 
 
 @final
@@ -283,12 +276,6 @@ async def demo_command(
 
 
 __all__ = [
-    "DEFAULT_TOOLS",
-    "EXIT_CANCELLED",
-    "EXIT_FAILED",
-    "EXIT_OK",
-    "EXIT_USAGE",
-    "THINKING_LEVELS",
     "RunOptions",
     "default_system_prompt",
     "demo_command",
