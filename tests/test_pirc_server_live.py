@@ -205,20 +205,26 @@ def test_a_client_that_never_reads_is_cut_off_without_slowing_the_job(
     fake: FakeOpenAI, dirs: dict[str, str]
 ) -> None:
     """A stuck client: the job and a normal client go on; the stuck one gets close 4008."""
-    # ~4 MB of tool output (it appears in four events) fills the socket buffers; the events
-    # after it then pile up in the stuck client's queue of 4.
+    # ~4 MB of tool output (it appears in four events) fills the socket buffers of the stuck
+    # client; the ~35 lifecycle events of the next turn's eight small tool calls then overflow
+    # its queue of 16.
     big = tool_call("c1", "big_output", {"size": 1_000_000})
+    small = [tool_call(f"s{i}", "big_output", {"size": 10}) for i in range(8)]
     fake.push(chat_stream(text="x" * 400, pieces=100, calls=[big]))
+    fake.push(chat_stream(calls=small))
     fake.push(chat_text("done " * 100, pieces=100))
-    with running(server_config(dirs, client_queue=4, close_timeout=30)) as srv, srv.http() as h:
+    with running(server_config(dirs, client_queue=16, close_timeout=30)) as srv, srv.http() as h:
         # no compression, a tiny receive buffer: what the server sends really piles up
-        with authed_ws(srv, rcvbuf=4096, compression=None) as stuck, authed_ws(srv) as ok:
+        with (
+            authed_ws(srv, rcvbuf=4096, compression=None) as stuck,
+            authed_ws(srv, compression=None) as ok,
+        ):
             job = h.post("/jobs", json={"prompt": "big"}).json()["id"]
             subscribe(stuck, job)
             subscribe(ok, job)
             frames = recv_until(ok, is_job_end)
             assert frames[-1]["status"] == "completed"
-            assert assistant_texts(frames)[0] == ["x" * 400, "done " * 100]
+            assert assistant_texts(frames)[0] == ["x" * 400, "", "done " * 100]
             got = h.get(f"/jobs/{job}").json()
             assert got["slowDisconnects"] == 1
             assert got["clients"] == 1

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final, Literal, TypeAlias, final
 
 import anyio
+import anyio.lowlevel
 import attrs
 from anyio.abc import TaskGroup
 
@@ -329,10 +330,10 @@ class JobManager:
                         job.pid = bridge.pid
                         sub = bridge.subscribe(capacity=self.config.bridge_buffer)
                         tg.start_soon(self._pump, job, sub)
+                        job.status = "running"
+                        job.publish_control("job_status", status="running", pid=job.pid)
                         with job.scope:
                             pi_job = await bridge.prompt(job.prompt)
-                            job.status = "running"
-                            job.publish_control("job_status", status="running", pid=job.pid)
                             job.result = await pi_job.wait()
                 except BridgeError as exc:  # pi could not start, died, or timed out
                     job.error = str(exc)
@@ -360,6 +361,9 @@ class JobManager:
                     dropped = sub.stats.dropped
                     job.mark_gap()
                 job.publish_event(event)
+                # One stdout chunk can hold dozens of events: let the clients' senders run
+                # between them, so a burst alone never counts as a client falling behind.
+                await anyio.lowlevel.checkpoint()
 
 
 def _final_status(job: ServerJob) -> JobStatus:
