@@ -101,6 +101,8 @@ def test_one_job_streams_to_two_clients_and_a_late_joiner(
             job = r.json()["id"]
             subscribe(a, job)
             subscribe(b, job)
+            with authed_ws(srv) as gone:  # a client that leaves at once disturbs nobody
+                subscribe(gone, job)
             fa = recv_until(a, event_is("message_update", "text_delta"))
             with authed_ws(srv) as c:  # joins while the answer streams
                 subscribe(c, job)

@@ -251,9 +251,13 @@ class _Connection:
 
     async def _send_loop(self, connection: anyio.CancelScope) -> None:
         with self._send_scope:
-            while (frame := await self.queue.next()) is not None:
-                await self.ws.send_text(frame.text)
-                self.queue.stats.sent += 1
+            try:
+                while (frame := await self.queue.next()) is not None:
+                    await self.ws.send_text(frame.text)
+                    self.queue.stats.sent += 1
+            except (WebSocketDisconnect, OSError, RuntimeError):
+                connection.cancel()  # the client is gone
+                return
         reason = self.queue.overflow
         if reason is not None:
             # The close frame waits behind what the client has not read yet; give it time.
