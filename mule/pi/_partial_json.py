@@ -1,13 +1,89 @@
-"""Lenient parsing of streamed tool-call arguments (Pi's parseStreamingJson)."""
+"""Lenient parsing of streamed tool-call arguments, as Pi's `parseStreamingJson` does.
+
+Pi completes truncated JSON with the `partial-json` npm package; mule uses its Python port,
+`partial-json-parser`, from the same authors, so partial arguments match Pi's. Before that,
+both try a strict parse and Pi's repair of string literals (raw control characters escaped,
+invalid escapes made literal backslashes).
+"""
 
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
-import jiter
+from partial_json_parser import Allow, loads
 
 from mule.pi._json import JsonObject
+
+_VALID_ESCAPES = frozenset('"\\/bfnrtu')
+_HEX = frozenset("0123456789abcdefABCDEF")
+_CONTROL_ESCAPES = {"\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def repair_json(text: str) -> str:
+    """Escape raw control characters and invalid escapes inside JSON string literals."""
+    out: list[str] = []
+    in_string = False
+    i, n = 0, len(text)
+    while i < n:
+        ch = text[i]
+        if not in_string:
+            out.append(ch)
+            in_string = ch == '"'
+        elif ch == '"':
+            out.append(ch)
+            in_string = False
+        elif ch == "\\":
+            nxt = text[i + 1] if i + 1 < n else None
+            if nxt == "u" and len(text) >= i + 6 and all(c in _HEX for c in text[i + 2 : i + 6]):
+                out.append(text[i : i + 6])
+                i += 6
+                continue
+            if nxt is not None and nxt in _VALID_ESCAPES and nxt != "u":
+                out.append("\\" + nxt)
+                i += 2
+                continue
+            out.append("\\\\")
+        elif ord(ch) < 0x20:
+            out.append(_CONTROL_ESCAPES.get(ch, f"\\u{ord(ch):04x}"))
+        else:
+            out.append(ch)
+        i += 1
+    return "".join(out)
+
+
+_DANGLING_NUMBER = re.compile(r"-?\d+\.$")
+
+
+def _in_string(text: str) -> bool:
+    inside, escaped = False, False
+    for ch in text:
+        if escaped:
+            escaped = False
+        elif ch == "\\":
+            escaped = inside
+        elif ch == '"':
+            inside = not inside
+    return inside
+
+
+def _drop_dangling_number(text: str) -> str:
+    """Drop a number cut right after its decimal point, as the npm `partial-json` does."""
+    m = _DANGLING_NUMBER.search(text)
+    if m is None or _in_string(text[: m.start()]):
+        return text
+    return text[: m.start()]
+
+
+def _strict(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        repaired = repair_json(text)
+        if repaired == text:
+            raise
+        return json.loads(repaired)
 
 
 def parse_streaming_json(text: str) -> JsonObject:
@@ -16,14 +92,16 @@ def parse_streaming_json(text: str) -> JsonObject:
         return {}
     value: Any
     try:
-        value = json.loads(text)
+        value = _strict(text)
     except ValueError:
         try:
-            # jiter (pydantic's parser) completes a truncated document, trailing strings included.
-            value = jiter.from_json(text.encode(), partial_mode="trailing-strings")
-        except ValueError:
-            return {}
+            value = loads(_drop_dangling_number(text), Allow.ALL)
+        except Exception:
+            try:
+                value = loads(repair_json(text), Allow.ALL)
+            except Exception:
+                return {}
     return value if isinstance(value, dict) else {}
 
 
-__all__ = ["parse_streaming_json"]
+__all__ = ["parse_streaming_json", "repair_json"]
