@@ -150,6 +150,7 @@ class Interpreter:
         self.prepared: dict[int, MuleToolPrepared] = {}
         self.tools: dict[int, _ToolRun] = {}
         self.ended = False  # `run_end` was handed out: no cancellation may follow it
+        self.final: Finish | None = None  # the machine's verdict that came with `run_end`
         send, recv = anyio.create_memory_object_stream[Fact](math.inf)
         self.inbox_send: MemoryObjectSendStream[Fact] = send
         self.inbox: MemoryObjectReceiveStream[Fact] = recv
@@ -178,6 +179,8 @@ class Interpreter:
                 if kind in _EVENTS:
                     if kind is RunEnd:
                         self.ended = True
+                        last = commands[-1]
+                        self.final = last if isinstance(last, Finish) else None
                     if listener is None:
                         continue
                     try:
@@ -236,8 +239,8 @@ class Interpreter:
     async def finish_cancelled(self, reason: str) -> Finish:
         """Feed the cancellation to the machine and emit its `run_end` (nothing else)."""
         assert self.state is not None
-        if self.ended:  # the task was cancelled while `run_end` was out: the caller re-raises
-            return Finish(None, None)
+        if self.ended:  # aborted while `run_end` was out: the run already has its verdict
+            return self.final or Finish(None, None)
         self.state, commands = step(self.state, CancelRequested(reason, now_ms()))
         for cmd in commands:
             if type(cmd) in _EVENTS:

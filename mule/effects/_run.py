@@ -96,7 +96,8 @@ async def run(
 
             async def watch(scope: anyio.CancelScope) -> None:
                 await controller.signal.wait()
-                scope.cancel()
+                if not interp.ended:  # once run_end is out, the run's verdict stands
+                    scope.cancel()
 
             try:
                 finish: Finish | None = None
