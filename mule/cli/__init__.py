@@ -1,4 +1,4 @@
-"""The `mule` command: `mule run`, `mule demo`, `mule models`, `mule journal list|show`.
+"""The `mule` command: `run`, `demo`, `models`, `journal list|show` and `serve`.
 
 Exit codes: 0 the run completed, 1 it failed (the MuleError's phase and message are printed),
 2 a usage or setup problem (unknown model, no API key), 130 it was cancelled (Ctrl-C).
@@ -109,6 +109,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--delay-ms", type=float, default=12.0, help="pause between streamed events (default 12)"
     )
 
+    serve = commands.add_parser(
+        "serve",
+        help="stream pi RPC jobs to WebSocket clients (see `mule serve --help`)",
+        add_help=False,
+    )
+    serve.add_argument("args", nargs=argparse.REMAINDER)
+
     models = commands.add_parser("models", help="list the model registry")
     models.add_argument("--provider", "-p", help="only this provider's models")
 
@@ -189,8 +196,13 @@ def _dispatch(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the `mule` command; return its exit code."""
+    given = list(sys.argv[1:] if argv is None else argv)
+    if given[:1] == ["serve"]:  # the server owns its own options
+        from mule.pirc.server import main as serve_main
+
+        return serve_main(given[1:])
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(given)
     try:
         import rich  # noqa: F401 (the command's one optional dependency)
     except ImportError:

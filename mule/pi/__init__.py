@@ -1,4 +1,8 @@
-"""Pi's data model, wire codec and model-stream protocol, in Python."""
+"""Pi's data model, wire codec and model-stream protocol, in Python.
+
+`stream_simple` dispatches on `model.api` to the real providers (`mule[providers]` installs
+httpx); `mule.pi.models` is the model registry; `mule.pi.providers` has the provider registry.
+"""
 
 from mule._abort import AbortController, AbortError, AbortSignal
 from mule.pi._codec import WireError, camel, decode, from_wire, to_wire
@@ -72,6 +76,13 @@ from mule.pi._validate import (
     ToolValidator,
     validate_tool_arguments,
 )
+from mule.pi.providers._simple import (
+    ProviderSetupError,
+    complete_simple,
+    register_provider,
+    retry_after_ms,
+    stream_simple,
+)
 
 __all__ = [
     "AbortController",
@@ -104,6 +115,7 @@ __all__ = [
     "PartialSource",
     "PayloadHook",
     "ProviderResponse",
+    "ProviderSetupError",
     "RetryPolicy",
     "SUCCESS_STOP_REASONS",
     "SimpleStreamOptions",
@@ -139,11 +151,15 @@ __all__ = [
     "ZERO_USAGE",
     "calculate_cost",
     "camel",
+    "complete_simple",
     "decode",
     "from_wire",
     "is_retryable_assistant_error",
     "parse_streaming_json",
+    "register_provider",
+    "retry_after_ms",
     "retry_delay_ms",
+    "stream_simple",
     "text_of",
     "to_wire",
     "validate_tool_arguments",
