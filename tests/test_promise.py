@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
+from contextlib import aclosing
 from typing import Annotated, Any, Literal
 
 import anyio
@@ -91,8 +92,9 @@ def _echo_tool(order: _Order | None = None) -> MuleTool:
 
     async def prepare(call: ToolCall, signal: AbortSignal) -> MuleToolPrepared:
         async def execute(signal: AbortSignal) -> AsyncIterator[MuleToolExecutionPart]:
-            async for part in gate.parts(call):
-                yield part
+            async with aclosing(gate.parts(call)) as parts:
+                async for part in parts:
+                    yield part
 
         return MuleToolPrepared(execute)
 
@@ -104,8 +106,9 @@ def _core_echo_tool(order: _Order) -> CoreTool:
         async def execute(
             signal: AbortSignal,
         ) -> AsyncIterator[Result[MuleToolExecutionPart, MuleError]]:
-            async for part in order.parts(call):
-                yield Success(part)
+            async with aclosing(order.parts(call)) as parts:
+                async for part in parts:
+                    yield Success(part)
 
         return Success(CorePrepared(execute))
 
