@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from contextlib import aclosing
 from typing import Annotated, Any, Literal
 
@@ -79,7 +79,7 @@ class _Order:
         if event.type == "tool_execution_end" and event.call.id == "c1":
             self.c1_done.set()
 
-    async def parts(self, call: ToolCall) -> AsyncIterator[MuleToolExecutionPart]:
+    async def parts(self, call: ToolCall) -> AsyncGenerator[MuleToolExecutionPart, None]:
         if call.id == "c2":
             await self.c1_done.wait()
         yield MuleToolExecutionPart("update", MuleToolResult(content=(TextContent("..."),)))
