@@ -1,0 +1,36 @@
+"""Scale-out: mule runs as DBOS durable workflows on PostgreSQL, across workers and machines.
+
+Needs the `mule[dbos]` extra. Workers call `register_agent` then `launch_worker(url)`; any
+process starts, follows, cancels and awaits runs with `MuleDBOSClient(url)`. `PgStore` is the
+PostgreSQL run store (also a `TranscriptOwner`, like `mule.journal.Journal`). See docs/dbos.md.
+"""
+
+from mule.dbos._store import PgStore, StoredEvent, StoreError, event_key, follow
+from mule.dbos._workflow import (
+    DEFAULT_QUEUE,
+    WORKFLOW_NAME,
+    AgentFactory,
+    MuleDBOSClient,
+    RunSummary,
+    Worker,
+    dbos_config,
+    launch_worker,
+    register_agent,
+)
+
+__all__ = [
+    "DEFAULT_QUEUE",
+    "WORKFLOW_NAME",
+    "AgentFactory",
+    "MuleDBOSClient",
+    "PgStore",
+    "RunSummary",
+    "StoreError",
+    "StoredEvent",
+    "Worker",
+    "dbos_config",
+    "event_key",
+    "follow",
+    "launch_worker",
+    "register_agent",
+]

@@ -1,0 +1,384 @@
+"""The PostgreSQL run store: every run event, the runs table, unsafe-tool claims, followers.
+
+It is a `TranscriptOwner` (the crash-matrix kit drives it like the SQLite journal) and the
+event log of DBOS-run workflows. Events are appended in commit order (`seq`); checkpoint
+events carry a key made of their run-local identities, unique within a segment, so a DBOS
+workflow that replays after a crash re-emits them without writing them twice.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from typing import Any, final
+
+import anyio
+import psycopg
+from attrs import frozen
+from psycopg import sql
+from returns.result import Failure, Result, Success
+
+from mule._abort import AbortSignal
+from mule.effects._codec import event_from_wire
+from mule.effects._errors import MuleError
+from mule.effects._events import MuleEvent
+from mule.effects._settings import Listener, MuleResume
+from mule.journal._fold import Fold, fold
+from mule.journal._record import COMMIT_POINTS, STREAM_ONLY, encode
+from mule.pi._codec import from_wire, to_wire
+from mule.pi._messages import Message
+
+NOTIFY_CHANNEL = "mule_events"
+
+_SCHEMA = """
+CREATE SCHEMA IF NOT EXISTS {s};
+CREATE TABLE IF NOT EXISTS {s}.runs(
+    run_id TEXT PRIMARY KEY,
+    base TEXT NOT NULL,
+    status TEXT NOT NULL,
+    segments INTEGER NOT NULL DEFAULT 0,
+    created_ms BIGINT NOT NULL,
+    updated_ms BIGINT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS {s}.events(
+    seq BIGSERIAL PRIMARY KEY,
+    run_id TEXT NOT NULL,
+    segment INTEGER NOT NULL,
+    key TEXT,
+    type TEXT NOT NULL,
+    body TEXT NOT NULL
+);
+CREATE UNIQUE INDEX IF NOT EXISTS events_key ON {s}.events(run_id, segment, key)
+    WHERE key IS NOT NULL;
+CREATE INDEX IF NOT EXISTS events_run ON {s}.events(run_id, seq);
+CREATE TABLE IF NOT EXISTS {s}.claims(
+    run_id TEXT NOT NULL,
+    step TEXT NOT NULL,
+    executor TEXT NOT NULL,
+    claimed_ms BIGINT NOT NULL,
+    PRIMARY KEY(run_id, step)
+);
+CREATE TABLE IF NOT EXISTS {s}.workers(
+    executor_id TEXT PRIMARY KEY,
+    seen_ms BIGINT NOT NULL
+)
+"""
+
+
+class StoreError(Exception):
+    """The store cannot do what was asked (an unknown run, a run that already exists)."""
+
+
+@final
+@frozen
+class StoredEvent:
+    """One recorded event: its position in the log, segment and JSON (message_update compact)."""
+
+    seq: int
+    segment: int
+    body: dict[str, Any]
+
+
+def now_ms() -> int:
+    """Wall-clock milliseconds."""
+    return int(time.time() * 1000)
+
+
+def event_key(event: MuleEvent) -> str | None:
+    """Return the identity key of a checkpoint-like event (None for streamed updates).
+
+    Identities are deterministic within a run, so a replayed workflow emits the same keys.
+    """
+    kind = event.type
+    if kind in STREAM_ONLY:
+        return None
+    if kind == "model_prompt":
+        return f"model_prompt:{event.turn.value}:{event.attempt}"  # type: ignore[union-attr]
+    if kind in ("run_start", "run_end"):
+        return kind
+    if kind in ("turn_start", "turn_end"):
+        return f"{kind}:{event.turn.value}"  # type: ignore[union-attr]
+    if kind in ("message_start", "message_end"):
+        return f"{kind}:{event.message.value}"  # type: ignore[union-attr]
+    return f"{kind}:{event.tool_call.value}"  # type: ignore[union-attr]
+
+
+def connect(url: str) -> psycopg.Connection[Any]:
+    """Open a connection in autocommit mode (transactions are explicit and short)."""
+    return psycopg.connect(url, autocommit=True)
+
+
+@final
+class _Recorder:
+    """One run segment's listener: buffers events, commits at checkpoints and on a timer."""
+
+    __slots__ = ("buffer", "first_ms", "flush_ms", "run_id", "segment", "skip", "store")
+
+    def __init__(
+        self,
+        store: PgStore,
+        run_id: str,
+        segment: int,
+        skip: Callable[[MuleEvent], bool] | None,
+    ) -> None:
+        self.store = store
+        self.run_id = run_id
+        self.segment = segment
+        self.skip = skip
+        self.flush_ms = store.flush_ms
+        self.buffer: list[tuple[str, int, str | None, str, str]] = []
+        self.first_ms = 0
+
+    def __call__(self, event: MuleEvent, signal: AbortSignal | None = None) -> None:
+        """Record `event`; return only once a checkpoint event is committed."""
+        if self.skip is not None and self.skip(event):
+            return
+        kind = event.type
+        if not self.buffer:
+            self.first_ms = now_ms()
+        self.buffer.append((self.run_id, self.segment, event_key(event), kind, encode(event)))
+        if kind in COMMIT_POINTS:
+            status = event.outcome if kind == "run_end" else None  # type: ignore[union-attr]
+            self.flush(status)
+        elif len(self.buffer) >= 256 or now_ms() - self.first_ms >= self.flush_ms:
+            self.flush()  # followers see a live stream within flush_ms
+
+    def flush(self, status: str | None = None) -> None:
+        """Write the buffered events in one transaction and wake followers."""
+        rows, self.buffer = self.buffer, []
+        if not rows:
+            return
+        s = self.store
+        with s.lock, s.db.transaction():
+            cur = s.db.cursor()
+            cur.executemany(s.q_insert, rows)
+            if status is not None:
+                cur.execute(s.q_status, (status, now_ms(), self.run_id))
+            cur.execute("SELECT pg_notify(%s, %s)", (NOTIFY_CHANNEL, self.run_id))
+
+
+@final
+class PgStore:
+    """A transcript owner and run log on PostgreSQL, shared by any number of processes.
+
+    `begin` records a run and its starting messages; `listener(run_id)` records one segment
+    (the first run, then each resumed one, as the SQLite journal); `recover` rebuilds the input
+    that continues it. A DBOS workflow records all its executions into one segment
+    (`listener(run_id, segment=1)`): replayed checkpoint events are deduplicated by identity.
+    """
+
+    def __init__(self, url: str, *, schema: str = "mule", flush_ms: int = 50) -> None:
+        import threading
+
+        self.url = url
+        self.schema = schema
+        self.flush_ms = flush_ms
+        self.lock = threading.RLock()  # one connection, shared by a worker's tasks and threads
+        self.db = connect(url)
+        s = sql.Identifier(schema)
+        self.q_insert = sql.SQL(
+            "INSERT INTO {}.events(run_id, segment, key, type, body) VALUES (%s, %s, %s, %s, %s)"
+            " ON CONFLICT (run_id, segment, key) WHERE key IS NOT NULL DO NOTHING"
+        ).format(s)
+        self.q_status = sql.SQL(
+            "UPDATE {}.runs SET status = %s, updated_ms = %s WHERE run_id = %s"
+        ).format(s)
+        self.s = s
+        with self.lock, self.db.transaction():
+            # Concurrent first-time creation races on the catalog: serialise it.
+            self.db.execute("SELECT pg_advisory_xact_lock(7316001)")
+            for statement in _SCHEMA.split(";"):
+                if statement.strip():
+                    self.db.execute(sql.SQL(statement.replace("{s}", "{}")).format(s))
+
+    def close(self) -> None:
+        """Close the connection."""
+        self.db.close()
+
+    def __enter__(self) -> PgStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _x(self, query: str, params: Sequence[Any] = ()) -> psycopg.Cursor[Any]:
+        with self.lock:
+            return self.db.execute(sql.SQL(query).format(self.s), params)
+
+    # -- writing ----------------------------------------------------------------------------
+
+    def begin(self, run_id: str, messages: Sequence[Message], *, exist_ok: bool = False) -> None:
+        """Record a new run and the messages it starts from (`exist_ok`: keep an existing one)."""
+        base = json.dumps([to_wire(m) for m in messages], ensure_ascii=False)
+        now = now_ms()
+        inserted = self._x(
+            "INSERT INTO {}.runs VALUES (%s, %s, 'running', 0, %s, %s)"
+            " ON CONFLICT (run_id) DO NOTHING RETURNING run_id",
+            (run_id, base, now, now),
+        ).fetchone()
+        if inserted is None and not exist_ok:
+            raise StoreError(f"run {run_id!r} already exists")
+
+    def listener(
+        self,
+        run_id: str,
+        *,
+        segment: int | None = None,
+        skip: Callable[[MuleEvent], bool] | None = None,
+    ) -> _Recorder:
+        """Return a listener recording `run_id` (promise form); a new segment unless given.
+
+        Checkpoint events are committed before the listener returns; others are buffered and
+        written with the next checkpoint or within `flush_ms`. `skip` drops events (a DBOS
+        replay's re-streamed updates).
+        """
+        if segment is None:
+            row = self._x(
+                "UPDATE {}.runs SET segments = segments + 1, status = 'running', updated_ms = %s"
+                " WHERE run_id = %s RETURNING segments",
+                (now_ms(), run_id),
+            ).fetchone()
+        else:
+            row = self._x(
+                "UPDATE {}.runs SET segments = GREATEST(segments, %s), updated_ms = %s"
+                " WHERE run_id = %s RETURNING %s",
+                (segment, now_ms(), run_id, segment),
+            ).fetchone()
+        if row is None:
+            raise StoreError(f"unknown run {run_id!r}: call begin() first")
+        return _Recorder(self, run_id, int(row[0]), skip)
+
+    def core_listener(self, run_id: str, **kwargs: Any) -> Listener:
+        """Return the same recorder in the core's form (a failed write is a listener error)."""
+        record = self.listener(run_id, **kwargs)
+
+        async def listen(event: MuleEvent, signal: AbortSignal) -> Result[None, MuleError]:
+            try:
+                record(event, signal)
+            except Exception as exc:
+                return Failure(MuleError("listener", f"run store write failed: {exc}", exc))
+            return Success(None)
+
+        return listen
+
+    def claim(self, run_id: str, step: str, executor: str) -> bool:
+        """Claim an unsafe step before its side effect; False if it was claimed before.
+
+        The claim is committed when this returns, so a crash after it leaves a claimed,
+        unfinished step, which is never executed again.
+        """
+        row = self._x(
+            "INSERT INTO {}.claims VALUES (%s, %s, %s, %s) ON CONFLICT DO NOTHING RETURNING step",
+            (run_id, step, executor, now_ms()),
+        ).fetchone()
+        return row is not None
+
+    def set_status(self, run_id: str, status: str) -> None:
+        """Set a run's status (used when a run ends without its run_end, e.g. cancelled early)."""
+        self._x(
+            "UPDATE {}.runs SET status = %s, updated_ms = %s WHERE run_id = %s",
+            (status, now_ms(), run_id),
+        )
+
+    # -- reading ----------------------------------------------------------------------------
+
+    def base(self, run_id: str) -> tuple[Message, ...]:
+        """Return the messages the run started from."""
+        row = self._x("SELECT base FROM {}.runs WHERE run_id = %s", (run_id,)).fetchone()
+        if row is None:
+            raise StoreError(f"unknown run {run_id!r}")
+        return tuple(from_wire(Message, m) for m in json.loads(row[0]))
+
+    def status(self, run_id: str) -> str:
+        """Return the run's status: running, completed, failed or cancelled."""
+        row = self._x("SELECT status FROM {}.runs WHERE run_id = %s", (run_id,)).fetchone()
+        if row is None:
+            raise StoreError(f"unknown run {run_id!r}")
+        return str(row[0])
+
+    def _fold(self, run_id: str) -> Fold:
+        base = self.base(run_id)
+        rows = self._x(
+            "SELECT body FROM {}.events WHERE run_id = %s AND type NOT IN (%s, %s)"
+            " ORDER BY segment, seq",
+            (run_id, *STREAM_ONLY),
+        ).fetchall()
+        return fold(base, (event_from_wire(json.loads(body)) for (body,) in rows))
+
+    def recover(self, run_id: str) -> tuple[tuple[Message, ...], MuleResume | None]:
+        """Return `(messages, resume)` that continue the run from its last committed state."""
+        return self._fold(run_id).recover()
+
+    def transcript(self, run_id: str) -> tuple[Message, ...]:
+        """Return the committed transcript: starting messages, then every committed message."""
+        return tuple(self._fold(run_id).transcript)
+
+    def events(self, run_id: str, after: int = 0) -> list[StoredEvent]:
+        """Return the run's recorded events after log position `after`, oldest first."""
+        rows = self._x(
+            "SELECT seq, segment, body FROM {}.events WHERE run_id = %s AND seq > %s ORDER BY seq",
+            (run_id, after),
+        ).fetchall()
+        return [StoredEvent(int(seq), int(seg), json.loads(body)) for seq, seg, body in rows]
+
+    def claims(self, run_id: str) -> list[str]:
+        """Return the steps claimed for the run."""
+        rows = self._x("SELECT step FROM {}.claims WHERE run_id = %s ORDER BY step", (run_id,))
+        return [str(r[0]) for r in rows.fetchall()]
+
+
+def iter_events(url: str, run_id: str, *, schema: str = "mule") -> Iterator[StoredEvent]:
+    """Yield every recorded event of a run, oldest first (a one-shot read)."""
+    with PgStore(url, schema=schema) as store:
+        yield from store.events(run_id)
+
+
+async def follow(
+    url: str,
+    run_id: str,
+    *,
+    after: int = 0,
+    schema: str = "mule",
+    poll_s: float = 0.5,
+) -> AsyncIterator[StoredEvent]:
+    """Follow a run live from log position `after` (0: replay from the start) until run_end.
+
+    Works from any process and on any anyio backend: it waits for the writers' NOTIFY (or
+    `poll_s` at most) in a worker thread. Updates of a model attempt that was restarted after
+    a crash appear again from a new `start` event; a consumer resets its partial there.
+    """
+    store = await anyio.to_thread.run_sync(lambda: PgStore(url, schema=schema))
+    waiter = await anyio.to_thread.run_sync(connect, url)
+    try:
+        waiter.execute(sql.SQL("LISTEN {}").format(sql.Identifier(NOTIFY_CHANNEL)))
+        while True:
+            batch = await anyio.to_thread.run_sync(store.events, run_id, after)
+            for ev in batch:
+                after = ev.seq
+                yield ev
+                if ev.body.get("type") == "run_end":
+                    return
+            if not batch:
+
+                def wait() -> None:
+                    for n in waiter.notifies(timeout=poll_s, stop_after=1):
+                        del n
+
+                await anyio.to_thread.run_sync(wait, abandon_on_cancel=True)
+    finally:
+        with anyio.CancelScope(shield=True):
+            await anyio.to_thread.run_sync(waiter.close)
+            await anyio.to_thread.run_sync(store.close)
+
+
+__all__ = [
+    "NOTIFY_CHANNEL",
+    "PgStore",
+    "StoreError",
+    "StoredEvent",
+    "event_key",
+    "follow",
+    "iter_events",
+    "now_ms",
+]

@@ -1,0 +1,545 @@
+"""A mule run as a DBOS workflow: model attempts and tool executions are DBOS steps.
+
+The workflow runs mule's own interpreter. The stream function and each tool's executor are
+wrapped so that every model attempt and every tool execution is one DBOS step, at a step id
+reserved where the interpreter asks for it (the driver task, in the machine's deterministic
+order), so a replay after a crash asks for the same steps in the same order:
+
+- a model attempt step runs the real stream, hands each event to the interpreter as it
+  arrives (so listeners see the stream live) and returns the final assistant message; on
+  replay DBOS returns that message and the attempt re-streams only `start` and the terminal
+  event (its updates are not recorded again);
+- a tool step runs the executor, hands its updates on, and returns the result; an unsafe
+  tool's step first commits a claim row, so a claimed step that never recorded its output
+  (a crash during the side effect) answers "interrupted, not safe to replay" and is never
+  executed again; a safe tool's step simply runs again.
+
+Events go to the run store (`PgStore`, one segment per run): checkpoint events are keyed by
+their run-local identities, so a replay does not write them twice.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import threading
+import uuid
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Any, final
+
+import anyio
+from anyio.abc import TaskGroup
+from attrs import evolve, frozen
+from dbos import DBOS, DBOSClient, DBOSConfig, StepReservation, WorkflowHandle
+from returns.result import Failure
+
+import mule.effects._codec  # noqa: F401 (registers mule's own values with the wire codec)
+import mule.promise as promise
+from mule._abort import AbortController, AbortError, AbortSignal
+from mule.dbos._store import PgStore, StoredEvent, follow, now_ms
+from mule.effects._events import MuleEvent
+from mule.effects._run import run as run_core
+from mule.effects._tools import MuleToolExecutionPart, MuleToolResult
+from mule.effects._transition import INTERRUPTED_UNSAFE
+from mule.pi._codec import from_wire, to_wire
+from mule.pi._content import TextContent, ToolCall
+from mule.pi._context import Context, StreamOptions
+from mule.pi._events import AssistantMessageEvent, DoneEvent, ErrorEvent, StartEvent
+from mule.pi._messages import AssistantMessage, Message
+from mule.pi._model import Model
+from mule.pi._stream import AssistantMessageEventStream
+from mule.promise._adapt import adapt_input, adapt_listener
+
+WORKFLOW_NAME = "mule.run"
+DEFAULT_QUEUE = "mule-runs"
+DEFAULT_VERSION = "mule-dbos-1"
+MODEL_STEP = "mule.model_attempt"
+TOOL_STEP = "mule.tool_execution"
+
+AgentFactory = Callable[[tuple[Message, ...]], promise.MuleRunInput]
+"""Builds a run's input (model, prompt, tools, stream, retry...) from its starting messages."""
+
+_AGENTS: dict[str, AgentFactory] = {}
+
+
+def register_agent(name: str, factory: AgentFactory) -> None:
+    """Register an agent by name in this process; every worker must register the same ones.
+
+    The factory and the run's callbacks run in workflow code and run again on a replay, so
+    they must be deterministic (hooks such as `get_steering_messages` included).
+    """
+    _AGENTS[name] = factory
+
+
+@final
+@frozen
+class RunSummary:
+    """What a DBOS-run mule run returned: its status, transcript and failure, if any."""
+
+    status: str
+    messages: tuple[Message, ...]
+    message: AssistantMessage | None
+    error: str | None
+
+    @staticmethod
+    def from_wire(data: dict[str, Any]) -> RunSummary:
+        """Rebuild a summary from the workflow's (JSON) return value."""
+        message = data.get("message")
+        return RunSummary(
+            status=data["status"],
+            messages=tuple(from_wire(Message, m) for m in data["messages"]),
+            message=None if message is None else from_wire(AssistantMessage, message),
+            error=data.get("error"),
+        )
+
+
+# -- the worker's runtime -------------------------------------------------------------------
+
+
+@final
+class _Runtime:
+    """The worker settings of this process (DBOS is one per process)."""
+
+    def __init__(self, url: str, executor_id: str, schema: str, cancel_poll_s: float) -> None:
+        self.url = url
+        self.executor_id = executor_id
+        self.store = PgStore(url, schema=schema)
+        self.cancel_poll_s = cancel_poll_s
+
+
+_RUNTIME: _Runtime | None = None
+
+
+def _runtime() -> _Runtime:
+    if _RUNTIME is None:
+        raise RuntimeError("mule.dbos: call launch_worker() in this process first")
+    return _RUNTIME
+
+
+@final
+class _Durable:
+    """One workflow execution's wrappers: model attempts and tool executions as DBOS steps."""
+
+    def __init__(self, rt: _Runtime, run_id: str, tg: TaskGroup) -> None:
+        self.rt = rt
+        self.run_id = run_id
+        self.tg = tg
+        self.replaying = False  # the current model attempt is replayed from its recorded output
+
+    def skip(self, event: MuleEvent) -> bool:
+        """Drop the updates of a replayed attempt: the log has the original stream."""
+        return self.replaying and event.type == "message_update"
+
+    async def _pump(
+        self,
+        reservation: StepReservation,
+        name: str,
+        body: Callable[[Callable[[Any], Any]], Any],
+    ) -> AsyncIterator[tuple[str, Any]]:
+        """Run `body` as the reserved step in the run's task group; yield its live items.
+
+        Yields ("item", x) for each item the body hands on, then ("live"|"replayed", output).
+        The step's raise is re-raised here.
+        """
+        send, recv = anyio.create_memory_object_stream[Any](0)
+        live = False
+        done: list[Any] = []
+
+        async def hand_on(item: Any) -> None:
+            await send.send(item)
+
+        async def step_body() -> Any:
+            nonlocal live
+            live = True
+            return await body(hand_on)
+
+        scope = anyio.CancelScope()
+
+        async def runner() -> None:
+            with scope:
+                try:
+                    done.append((True, await reservation.run_async({"name": name}, step_body)))
+                except Exception as exc:
+                    done.append((False, exc))
+                finally:
+                    send.close()
+
+        self.tg.start_soon(runner)
+        try:
+            async with recv:
+                async for item in recv:
+                    yield "item", item
+            if not done:
+                raise RuntimeError(f"the {name} step ended without an outcome")
+            ok, value = done[0]
+            if not ok:
+                raise value
+            yield ("live" if live else "replayed"), value
+        finally:
+            scope.cancel()  # the consumer went away (abort, idle timeout): stop the step
+
+    # -- the model ----------------------------------------------------------------------------
+
+    def stream_fn(
+        self, real: Callable[..., Any]
+    ) -> Callable[[Model, Context, StreamOptions], AssistantMessageEventStream]:
+        """Wrap a stream function: each call is one model-attempt step."""
+
+        def call(model: Model, context: Context, options: StreamOptions) -> Any:
+            reservation = DBOS.reserve_step()  # in the driver task: deterministic order
+            source = self._attempt(reservation, real, model, context, options)
+            return AssistantMessageEventStream.from_source(source)
+
+        return call
+
+    async def _attempt(
+        self,
+        reservation: StepReservation,
+        real: Callable[..., Any],
+        model: Model,
+        context: Context,
+        options: StreamOptions,
+    ) -> AsyncIterator[AssistantMessageEvent]:
+        async def body(hand_on: Callable[[Any], Any]) -> Any:
+            made = real(model, context, options)
+            if inspect.isawaitable(made):
+                made = await made
+            try:
+                async for event in made:
+                    if type(event) is DoneEvent or type(event) is ErrorEvent:
+                        # Handed on only once the step is recorded: the interpreter may close
+                        # the stream right after it, and the message must be durable by then.
+                        terminal.append(event)
+                        final = event.message if type(event) is DoneEvent else event.error
+                        return to_wire(final)
+                    await hand_on(event)
+            finally:
+                await _aclose(made)
+            raise RuntimeError("the model stream ended without a done or error event")
+
+        terminal: list[AssistantMessageEvent] = []
+        self.replaying = False
+        async for kind, value in self._pump(reservation, MODEL_STEP, body):
+            if kind == "item":
+                yield value
+            elif kind == "live":
+                yield terminal[0]
+            else:
+                message = from_wire(AssistantMessage, value)
+                self.replaying = True
+                yield StartEvent(partial=evolve(message, content=()))
+                if message.stop_reason in ("error", "aborted"):
+                    yield ErrorEvent(reason=message.stop_reason, error=message)
+                else:
+                    yield DoneEvent(reason=message.stop_reason, message=message)
+
+    # -- tools ----------------------------------------------------------------------------------
+
+    def tool(self, tool: promise.MuleTool) -> promise.MuleTool:
+        """Wrap a tool: its preparation runs in the workflow, its execution is one step."""
+        durable = self
+
+        async def prepare(call: ToolCall, signal: AbortSignal) -> promise.MuleToolPreparation:
+            prep = await tool.prepare(call, signal)
+            if type(prep) is not promise.MuleToolPrepared:
+                return prep
+            reservation = DBOS.reserve_step()  # in the driver task: deterministic order
+            inner = prep
+
+            def execute(s: AbortSignal) -> AsyncIterator[MuleToolExecutionPart]:
+                return durable._execute(reservation, tool, inner, s)
+
+            return promise.MuleToolPrepared(execute)
+
+        return evolve(tool, prepare=prepare)
+
+    async def _execute(
+        self,
+        reservation: StepReservation,
+        tool: promise.MuleTool,
+        prep: promise.MuleToolPrepared,
+        signal: AbortSignal,
+    ) -> AsyncIterator[MuleToolExecutionPart]:
+        rt = self.rt
+        step = f"step:{reservation.step_id}"
+
+        async def body(hand_on: Callable[[Any], Any]) -> Any:
+            if tool.replay == "unsafe":
+                claimed = await anyio.to_thread.run_sync(
+                    rt.store.claim, self.run_id, step, rt.executor_id
+                )
+                if not claimed:  # claimed by an execution that never recorded its output
+                    return {"interrupted": True}
+            parts = prep.execute(signal)
+            try:
+                async for part in parts:
+                    if part.type == "update":
+                        await hand_on(part)
+                    else:
+                        return {"result": to_wire(part.result)}
+            finally:
+                await _aclose(parts)
+            raise RuntimeError(f"tool {tool.descriptor.name} ended without a result")
+
+        async for kind, value in self._pump(reservation, TOOL_STEP, body):
+            if kind == "item":
+                yield value
+            elif "interrupted" in value:
+                text = (TextContent(INTERRUPTED_UNSAFE),)
+                result = MuleToolResult(content=text, details={}, is_error=True)
+                yield MuleToolExecutionPart("result", result)
+            else:
+                yield MuleToolExecutionPart("result", from_wire(MuleToolResult, value["result"]))
+
+    async def watch_cancel(self, controller: AbortController) -> None:
+        """Abort the run once DBOS marks the workflow cancelled (from any process)."""
+        while True:
+            await anyio.sleep(self.rt.cancel_poll_s)
+            status = await DBOS.get_workflow_status_async(self.run_id)
+            if status is not None and status.status == "CANCELLED":
+                controller.abort(AbortError("the run was cancelled through DBOS"))
+                return
+
+
+@DBOS.workflow(name=WORKFLOW_NAME)
+async def _mule_workflow(agent: str, run_id: str) -> dict[str, Any]:
+    """Run one mule run; on recovery DBOS runs this again and completed steps replay."""
+    rt = _runtime()
+    factory = _AGENTS.get(agent)
+    if factory is None:
+        raise LookupError(f"mule.dbos: agent {agent!r} is not registered on this worker")
+    base = await anyio.to_thread.run_sync(rt.store.base, run_id)
+    inp = factory(base)
+    controller = AbortController()
+    async with anyio.create_task_group() as tg:
+        durable = _Durable(rt, run_id, tg)
+        real = inp.stream or _default_stream()
+        wrapped = evolve(
+            inp,
+            stream=durable.stream_fn(real),
+            tools=[durable.tool(t) for t in inp.tools],
+        )
+        listener = rt.store.listener(run_id, segment=1, skip=durable.skip)
+        tg.start_soon(durable.watch_cancel, controller)
+        result = await run_core(adapt_input(wrapped), adapt_listener(listener), controller.signal)
+        tg.cancel_scope.cancel()
+    if isinstance(result, Failure):
+        error = result.failure()
+        return {
+            "status": "failed",
+            "messages": [],
+            "message": None,
+            "error": f"{error.phase}: {error.message}",
+        }
+    outcome = result.unwrap()
+    return {
+        "status": outcome.status,
+        "messages": [to_wire(m) for m in outcome.messages],
+        "message": to_wire(outcome.message),
+        "error": None,
+    }
+
+
+async def _aclose(it: object) -> None:
+    aclose = getattr(it, "aclose", None)
+    if aclose is not None:
+        with contextlib.suppress(Exception):  # the output is in: a failing cleanup is moot
+            await aclose()
+
+
+def _default_stream() -> Callable[..., Any]:
+    from mule.pi.providers._simple import stream_simple
+
+    return stream_simple
+
+
+# -- workers ----------------------------------------------------------------------------------
+
+
+@final
+class Worker:
+    """A mule worker (this process): DBOS launched, the queue consumed, dead peers recovered.
+
+    Every worker writes a heartbeat row; one whose heartbeat is older than `dead_after_s` is
+    taken as dead, and the first live worker to delete its row recovers its pending workflows
+    with DBOS's own recovery (`DBOS._recover_pending_workflows([dead_id])`), which re-enqueues
+    them so that exactly one worker dequeues each one and replays it.
+    """
+
+    def __init__(self, rt: _Runtime, heartbeat_s: float, dead_after_s: float) -> None:
+        self.rt = rt
+        self.heartbeat_s = heartbeat_s
+        self.dead_after_s = dead_after_s
+        self.stop_event = threading.Event()
+        self.recovered: list[str] = []
+        self._db = PgStore(rt.url, schema=rt.store.schema)
+        self.beat()
+        self.thread = threading.Thread(target=self._loop, name="mule-heartbeat", daemon=True)
+        self.thread.start()
+
+    def beat(self) -> None:
+        """Record that this executor is alive."""
+        self._db._x(
+            "INSERT INTO {}.workers VALUES (%s, %s)"
+            " ON CONFLICT (executor_id) DO UPDATE SET seen_ms = EXCLUDED.seen_ms",
+            (self.rt.executor_id, now_ms()),
+        )
+
+    def recover_dead(self) -> list[str]:
+        """Recover the pending workflows of executors whose heartbeat stopped; return their ids."""
+        cutoff = now_ms() - int(self.dead_after_s * 1000)
+        rows = self._db._x(
+            "DELETE FROM {}.workers WHERE seen_ms < %s AND executor_id <> %s RETURNING executor_id",
+            (cutoff, self.rt.executor_id),
+        ).fetchall()
+        dead = [str(r[0]) for r in rows]
+        if dead:
+            DBOS._recover_pending_workflows(dead)
+            self.recovered.extend(dead)
+        return dead
+
+    def _loop(self) -> None:
+        while not self.stop_event.wait(self.heartbeat_s):
+            try:
+                self.beat()
+                self.recover_dead()
+            except Exception as exc:  # a database hiccup: try again at the next beat
+                DBOS.logger.warning(f"mule worker heartbeat failed: {exc}")
+
+    def stop(self) -> None:
+        """Stop the heartbeat and DBOS (in-flight workflows are recovered by a peer)."""
+        self.stop_event.set()
+        self.thread.join()
+        self._db.close()
+        DBOS.destroy(workflow_completion_timeout_sec=0)
+
+
+def dbos_config(url: str, *, executor_id: str, app_version: str = DEFAULT_VERSION) -> DBOSConfig:
+    """Return the DBOS configuration of a mule worker or launcher on `url`."""
+    return {
+        "name": "mule",
+        "system_database_url": url,
+        "executor_id": executor_id,
+        "application_version": app_version,
+        "notification_listener_polling_interval_sec": 0.1,
+        "log_level": "WARNING",
+    }
+
+
+def launch_worker(
+    url: str,
+    *,
+    executor_id: str | None = None,
+    queue: str = DEFAULT_QUEUE,
+    worker_concurrency: int = 4,
+    global_concurrency: int | None = None,
+    app_version: str = DEFAULT_VERSION,
+    schema: str = "mule",
+    heartbeat_s: float = 1.0,
+    dead_after_s: float = 10.0,
+    queue_poll_s: float = 0.2,
+    cancel_poll_s: float = 0.2,
+) -> Worker:
+    """Launch DBOS in this process and consume `queue` (register agents first).
+
+    Workers on any number of machines share one PostgreSQL; `worker_concurrency` bounds the
+    runs one worker executes at once, `global_concurrency` those of all workers together.
+    """
+    global _RUNTIME
+    executor_id = executor_id or f"mule-{uuid.uuid4().hex[:12]}"
+    _RUNTIME = _Runtime(url, executor_id, schema, cancel_poll_s)
+    DBOS(config=dbos_config(url, executor_id=executor_id, app_version=app_version))
+    DBOS.launch()
+    DBOS.register_queue(
+        queue,
+        worker_concurrency=worker_concurrency,
+        global_concurrency=global_concurrency,
+        polling_interval_sec=queue_poll_s,
+        on_conflict="always_update",
+    )
+    return Worker(_RUNTIME, heartbeat_s, dead_after_s)
+
+
+# -- clients ----------------------------------------------------------------------------------
+
+
+@final
+class MuleDBOSClient:
+    """Starts, follows, cancels and awaits DBOS-run mule runs from any process (no DBOS launch).
+
+    Blocking methods; from async code call them through `anyio.to_thread.run_sync`.
+    `follow` is async and works on asyncio and trio.
+    """
+
+    def __init__(self, url: str, *, schema: str = "mule", queue: str = DEFAULT_QUEUE) -> None:
+        self.url = url
+        self.schema = schema
+        self.queue = queue
+        self.store = PgStore(url, schema=schema)
+        self.client = DBOSClient(system_database_url=url, application_name="mule")
+
+    def close(self) -> None:
+        """Release the connections."""
+        self.store.close()
+        self.client.destroy()
+
+    def __enter__(self) -> MuleDBOSClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def start(self, agent: str, messages: Sequence[Message], run_id: str | None = None) -> str:
+        """Record the run and enqueue it; return its id (the workflow id). Idempotent by id."""
+        run_id = run_id or f"run-{uuid.uuid4().hex}"
+        self.store.begin(run_id, messages, exist_ok=True)
+        self.client.enqueue(
+            {"queue_name": self.queue, "workflow_name": WORKFLOW_NAME, "workflow_id": run_id},
+            agent,
+            run_id,
+        )
+        return run_id
+
+    def cancel(self, run_id: str) -> None:
+        """Cancel the run wherever it executes; its worker ends it with run_end(cancelled)."""
+        self.client.cancel_workflow(run_id)
+
+    def result(self, run_id: str) -> RunSummary:
+        """Wait for the run's workflow to finish and return its summary."""
+        handle: WorkflowHandle[dict[str, Any]] = self.client.retrieve_workflow(run_id)
+        data: dict[str, Any] = handle.get_result(polling_interval_sec=0.05)
+        return RunSummary.from_wire(data)
+
+    def workflow_status(self, run_id: str) -> str:
+        """Return DBOS's status of the run's workflow (ENQUEUED, PENDING, SUCCESS, ...)."""
+        return str(self.client.retrieve_workflow(run_id).get_status().status)
+
+    def executor(self, run_id: str) -> str | None:
+        """Return the executor id DBOS last assigned the run to."""
+        return self.client.retrieve_workflow(run_id).get_status().executor_id
+
+    def events(self, run_id: str) -> list[StoredEvent]:
+        """Return every recorded event of the run so far."""
+        return self.store.events(run_id)
+
+    def transcript(self, run_id: str) -> tuple[Message, ...]:
+        """Return the run's committed transcript."""
+        return self.store.transcript(run_id)
+
+    def follow(self, run_id: str, after: int = 0) -> AsyncIterator[StoredEvent]:
+        """Follow the run live (from the start by default) until its run_end."""
+        return follow(self.url, run_id, after=after, schema=self.schema)
+
+
+__all__ = [
+    "DEFAULT_QUEUE",
+    "DEFAULT_VERSION",
+    "WORKFLOW_NAME",
+    "AgentFactory",
+    "MuleDBOSClient",
+    "RunSummary",
+    "Worker",
+    "dbos_config",
+    "launch_worker",
+    "register_agent",
+]
