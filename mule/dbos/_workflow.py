@@ -105,6 +105,13 @@ class _Runtime:
         self.executor_id = executor_id
         self.store = PgStore(url, schema=schema)
         self.cancel_poll_s = cancel_poll_s
+        self.client: DBOSClient | None = None
+
+    def workflow_status(self, run_id: str) -> str:
+        """Return DBOS's status of a workflow, read outside any workflow context."""
+        if self.client is None:
+            self.client = DBOSClient(system_database_url=self.url, application_name="mule")
+        return str(self.client.retrieve_workflow(run_id).get_status().status)
 
 
 _RUNTIME: _Runtime | None = None
@@ -295,8 +302,9 @@ class _Durable:
         """Abort the run once DBOS marks the workflow cancelled (from any process)."""
         while True:
             await anyio.sleep(self.rt.cancel_poll_s)
-            status = await DBOS.get_workflow_status_async(self.run_id)
-            if status is not None and status.status == "CANCELLED":
+            # Through a client: a DBOS call made in workflow code would be recorded as a step.
+            status = await anyio.to_thread.run_sync(self.rt.workflow_status, self.run_id)
+            if status == "CANCELLED":
                 controller.abort(AbortError("the run was cancelled through DBOS"))
                 return
 

@@ -62,40 +62,12 @@ from mule.effects._settings import Listener, MuleRunInput, MuleStreamFunction
 from mule.effects._state import RunState
 from mule.effects._tools import MuleToolExecutionPart, MuleToolPrepared
 from mule.effects._transition import step
-from mule.pi._events import (
-    DoneEvent,
-    ErrorEvent,
-    StartEvent,
-    TextDeltaEvent,
-    TextEndEvent,
-    TextStartEvent,
-    ThinkingDeltaEvent,
-    ThinkingEndEvent,
-    ThinkingStartEvent,
-    ToolCallDeltaEvent,
-    ToolCallEndEvent,
-    ToolCallStartEvent,
-)
+from mule.pi._events import EVENT_CLASSES
 from mule.pi._messages import AssistantMessage
 from mule.pi._stream import AssistantMessageEventStream
 
 _EVENTS = frozenset(EVENT_TYPES.values())
-_PI_EVENTS = frozenset(
-    {
-        StartEvent,
-        TextStartEvent,
-        TextDeltaEvent,
-        TextEndEvent,
-        ThinkingStartEvent,
-        ThinkingDeltaEvent,
-        ThinkingEndEvent,
-        ToolCallStartEvent,
-        ToolCallDeltaEvent,
-        ToolCallEndEvent,
-        DoneEvent,
-        ErrorEvent,
-    }
-)
+_PI_EVENTS = frozenset(EVENT_CLASSES)
 _PULL = "pull"
 _CLOSE = "close"
 

@@ -33,21 +33,7 @@ from mule.pi._content import (
     UserContent,
 )
 from mule.pi._context import Context, ThinkingBudgets, Tool
-from mule.pi._events import (
-    AssistantMessageEvent,
-    DoneEvent,
-    ErrorEvent,
-    StartEvent,
-    TextDeltaEvent,
-    TextEndEvent,
-    TextStartEvent,
-    ThinkingDeltaEvent,
-    ThinkingEndEvent,
-    ThinkingStartEvent,
-    ToolCallDeltaEvent,
-    ToolCallEndEvent,
-    ToolCallStartEvent,
-)
+from mule.pi._events import EVENT_CLASSES, AssistantMessageEvent
 from mule.pi._messages import (
     AssistantMessage,
     Diagnostic,
@@ -90,20 +76,7 @@ _MESSAGE_TAGS: dict[str, type[Any]] = {
     "assistant": AssistantMessage,
     "toolResult": ToolResultMessage,
 }
-_EVENT_CLASSES: tuple[type[Any], ...] = (
-    StartEvent,
-    TextStartEvent,
-    TextDeltaEvent,
-    TextEndEvent,
-    ThinkingStartEvent,
-    ThinkingDeltaEvent,
-    ThinkingEndEvent,
-    ToolCallStartEvent,
-    ToolCallDeltaEvent,
-    ToolCallEndEvent,
-    DoneEvent,
-    ErrorEvent,
-)
+_EVENT_CLASSES: tuple[type[Any], ...] = EVENT_CLASSES
 _EVENT_TAGS: dict[str, type[Any]] = {c.type: c for c in _EVENT_CLASSES}
 _TAG_KEY: dict[type[Any], tuple[str, str]] = {
     **{c: ("type", tag) for tag, c in _CONTENT_TAGS.items()},

@@ -202,7 +202,38 @@ BlockEvent: TypeAlias = (
 AssistantMessageEvent: TypeAlias = StartEvent | BlockEvent | DoneEvent | ErrorEvent
 TerminalEvent: TypeAlias = DoneEvent | ErrorEvent
 
+BLOCK_EVENT_TYPES: frozenset[type[BlockEvent]] = frozenset(
+    {
+        TextStartEvent,
+        TextDeltaEvent,
+        TextEndEvent,
+        ThinkingStartEvent,
+        ThinkingDeltaEvent,
+        ThinkingEndEvent,
+        ToolCallStartEvent,
+        ToolCallDeltaEvent,
+        ToolCallEndEvent,
+    }
+)
+# Every event class, in Pi's protocol order.
+EVENT_CLASSES: tuple[type[AssistantMessageEvent], ...] = (
+    StartEvent,
+    TextStartEvent,
+    TextDeltaEvent,
+    TextEndEvent,
+    ThinkingStartEvent,
+    ThinkingDeltaEvent,
+    ThinkingEndEvent,
+    ToolCallStartEvent,
+    ToolCallDeltaEvent,
+    ToolCallEndEvent,
+    DoneEvent,
+    ErrorEvent,
+)
+
 __all__ = [
+    "BLOCK_EVENT_TYPES",
+    "EVENT_CLASSES",
     "AssistantMessageEvent",
     "BlockEvent",
     "DoneEvent",

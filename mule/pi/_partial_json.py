@@ -76,7 +76,8 @@ def _drop_dangling_number(text: str) -> str:
     return text[: m.start()]
 
 
-def _strict(text: str) -> Any:
+def parse_json_with_repair(text: str) -> Any:
+    """Parse JSON, retrying once on Pi's repaired copy when the first parse fails."""
     try:
         return json.loads(text)
     except ValueError:
@@ -92,7 +93,7 @@ def parse_streaming_json(text: str) -> JsonObject:
         return {}
     value: Any
     try:
-        value = _strict(text)
+        value = parse_json_with_repair(text)
     except ValueError:
         try:
             value = loads(_drop_dangling_number(text), Allow.ALL)
@@ -104,4 +105,4 @@ def parse_streaming_json(text: str) -> JsonObject:
     return value if isinstance(value, dict) else {}
 
 
-__all__ = ["parse_streaming_json", "repair_json"]
+__all__ = ["parse_json_with_repair", "parse_streaming_json", "repair_json"]

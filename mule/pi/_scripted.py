@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import aclosing
 from typing import Literal, TypeAlias, final
 
@@ -221,7 +221,7 @@ async def _play(
 
 async def _play_block(
     block: Block, b: PartialBuilder, ok: Callable[[], Awaitable[bool]]
-) -> AsyncIterator[AssistantMessageEvent | None]:
+) -> AsyncGenerator[AssistantMessageEvent | None, None]:
     if isinstance(block, Text):
         i = b.open_text()
         if not await ok():

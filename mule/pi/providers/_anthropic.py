@@ -39,6 +39,7 @@ from mule.pi._json import JsonObject, JsonValue
 from mule.pi._messages import AssistantMessage, Message, StopReason, ToolResultMessage, Usage
 from mule.pi._model import Model, ThinkingLevel
 from mule.pi._partial import PartialBuilder
+from mule.pi._partial_json import parse_json_with_repair, repair_json
 from mule.pi._stream import AssistantMessageEventStream
 from mule.pi.providers._env import env_api_key
 from mule.pi.providers._http import (
@@ -430,48 +431,6 @@ def messages_url(model: Model) -> str:
 
 _VALID_ESCAPES: Final = frozenset('"\\/bfnrtu')
 _HEX4 = re.compile(r"[0-9a-fA-F]{4}")
-
-
-def repair_json(text: str) -> str:
-    """Escape raw control characters and stray backslashes inside JSON strings (Pi's repair)."""
-    out: list[str] = []
-    in_string = False
-    i = 0
-    while i < len(text):
-        ch = text[i]
-        if not in_string:
-            out.append(ch)
-            in_string = ch == '"'
-        elif ch == '"':
-            out.append(ch)
-            in_string = False
-        elif ch == "\\":
-            nxt = text[i + 1] if i + 1 < len(text) else ""
-            if nxt == "u" and _HEX4.fullmatch(text, i + 2, i + 6):
-                out.append(text[i : i + 6])
-                i += 5
-            elif nxt and nxt in _VALID_ESCAPES and nxt != "u":
-                out.append(ch + nxt)
-                i += 1
-            else:
-                out.append("\\\\")
-        elif ord(ch) < 0x20:
-            out.append(json.dumps(ch)[1:-1])
-        else:
-            out.append(ch)
-        i += 1
-    return "".join(out)
-
-
-def parse_json_with_repair(text: str) -> Any:
-    """Parse JSON, retrying once on a repaired copy when the first parse fails."""
-    try:
-        return json.loads(text)
-    except ValueError:
-        repaired = repair_json(text)
-        if repaired == text:
-            raise
-        return json.loads(repaired)
 
 
 def sdk_error(exc: ProviderError) -> ProviderError:
