@@ -62,6 +62,12 @@ class WorkerProc:
         if self.proc.poll() is None:
             os.kill(self.proc.pid, signal.SIGKILL)
         self.proc.wait(30)
+        self._close()
+
+    def _close(self) -> None:
+        for pipe in (self.proc.stdin, self.proc.stdout):
+            if pipe is not None and not pipe.closed:
+                pipe.close()
 
     def stop(self) -> None:
         """Ask the worker to stop (stdin EOF), then kill it if it lingers."""
@@ -71,7 +77,8 @@ class WorkerProc:
             try:
                 self.proc.wait(15)
             except subprocess.TimeoutExpired:
-                self.kill()
+                pass
+        self.kill()
 
 
 @pytest.fixture(scope="module")

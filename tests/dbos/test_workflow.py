@@ -16,6 +16,8 @@ from mule.dbos import MuleDBOSClient
 from mule.dbos._store import StoredEvent
 from mule.journal._record import encode
 from mule.effects._events import MuleEvent
+from mule.effects._transition import INTERRUPTED_UNSAFE
+from mule.pi._codec import to_wire
 from mule.pi._messages import UserMessage
 from mule.testing.crash import FINAL_TEXT, PROMPT, CrashCase, check_case
 from tests.dbos import agents
@@ -52,3 +54,83 @@ def test_a_run_completes_through_a_worker(client: MuleDBOSClient, pause_dir: Pat
     check_case(case_of(client, run_id, pause_dir))
     assert sorted(case_of(client, run_id, pause_dir).effect_counts().values()) == [1] * 5
     assert (*prompt(), *summary.messages) == client.transcript(run_id)
+
+
+def committed_before(case: CrashCase, logged: list[StoredEvent]) -> None:
+    """Fill the case's committed messages and tool results from events logged before a kill."""
+    from mule.pi._codec import from_wire
+    from mule.pi._messages import SUCCESS_STOP_REASONS, AssistantMessage, Message
+
+    for ev in logged:
+        body = ev.body
+        if body["type"] == "message_end":
+            m: Message = from_wire(Message, body["value"])  # type: ignore[arg-type]
+            if type(m) is not AssistantMessage or m.stop_reason in SUCCESS_STOP_REASONS:
+                case.committed.append(m)
+        elif body["type"] == "tool_execution_end":
+            text = "".join(b["text"] for b in body["result"]["content"] if b["type"] == "text")
+            case.results[body["call"]["id"]] = text
+
+
+def wait_paused(pause_dir: Path, run_id: str, timeout_s: float = 30) -> int:
+    """Wait until a worker paused the run at its point; return that worker's pid."""
+    paused = pause_dir / f"{run_id}.paused"
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if paused.exists() and paused.read_text():
+            return int(paused.read_text().split()[0])
+        time.sleep(0.02)
+    raise AssertionError(f"no worker paused {run_id}")
+
+
+@pytest.mark.parametrize(
+    "point",
+    [
+        "stream:1",  # mid model stream (nothing of the attempt recorded)
+        "stream:3",  # mid stream of the retry, after the failed attempt was recorded
+        "exec-after:r1",  # mid safe tool, after its side effect: it runs again
+        "exec-before:w1",  # mid unsafe tool, claimed, before its side effect
+        "exec-after:w1",  # mid unsafe tool, after its side effect: never again
+        "exec-after:l1",  # mid the sequential unsafe tool
+    ],
+)
+def test_a_run_survives_its_worker_being_killed(
+    point: str,
+    client: MuleDBOSClient,
+    workers: list[WorkerProc],
+    pg_url: str,
+    pause_dir: Path,
+) -> None:
+    """SIGKILL the worker running a run at a point: another worker finishes it, contract kept."""
+    run_id = f"crash-{point.replace(':', '-')}-{time.monotonic_ns()}"
+    (pause_dir / f"{run_id}.pause").write_text(point)
+    client.start("scenario", prompt(), run_id)
+    pid = wait_paused(pause_dir, run_id)
+    victim = next(w for w in workers if w.pid == pid)
+    logged = client.events(run_id)
+    victim.kill()
+    workers.remove(victim)
+    workers.append(WorkerProc(pg_url, pause_dir))  # keep two workers running
+    summary = client.result(run_id)
+    assert summary.status == "completed", summary.error
+    assert client.executor(run_id) != victim.executor_id  # finished elsewhere
+    case = case_of(client, run_id, pause_dir)
+    committed_before(case, logged)
+    check_case(case)
+    effects = case.effect_counts()
+    results = {m.tool_call_id: m for m in case.transcript if m.role == "toolResult"}
+    if point == "exec-before:w1":
+        assert effects["w1"] == 0
+        assert results["w1"].is_error
+        assert INTERRUPTED_UNSAFE in json.dumps(to_wire(results["w1"]))
+    if point in ("exec-after:w1", "exec-after:l1"):
+        cid = point.rsplit(":", 1)[1]
+        assert effects[cid] == 1
+        assert INTERRUPTED_UNSAFE in json.dumps(to_wire(results[cid]))
+    if point == "exec-after:r1":
+        assert effects["r1"] == 2  # a safe tool runs again
+    # Each checkpoint event is in the log once, replay or not.
+    keys = [(e.body["type"], json.dumps(e.body, sort_keys=True)) for e in client.events(run_id)]
+    ends = [k for k in keys if k[0] in ("message_end", "tool_execution_end", "turn_end")]
+    assert len({k[1] for k in ends}) == len(ends)
+    assert sum(1 for k in keys if k[0] == "run_end") == 1
