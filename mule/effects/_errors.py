@@ -23,4 +23,15 @@ class MuleError:
     cause: object | None = None
 
 
-__all__ = ["MuleError", "MulePhase"]
+def describe(exc: BaseException) -> str:
+    """Return `Type: message` for an exception (just `Type` when it has no message)."""
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def error_from(phase: MulePhase, what: str, exc: BaseException) -> MuleError:
+    """Return the MuleError for an exception raised by `what` (its text, the exception as cause)."""
+    return MuleError(phase, f"{what}: {describe(exc)}", exc)
+
+
+__all__ = ["MuleError", "MulePhase", "describe", "error_from"]

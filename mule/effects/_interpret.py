@@ -23,7 +23,7 @@ from attrs import evolve
 from returns.result import Failure, Result, Success
 
 from mule._abort import AbortController, AbortSignal, child_controller
-from mule.effects._errors import MuleError, MulePhase
+from mule.effects._errors import MuleError, MulePhase, error_from
 from mule.effects._events import EVENT_TYPES, MuleEvent, RunEnd
 from mule.effects._protocol import (
     AskFollowUp,
@@ -77,13 +77,8 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
-def _describe(exc: BaseException) -> str:
-    text = str(exc)
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-
-
 def _failed(phase: MulePhase, what: str, exc: BaseException) -> WorkFailed:
-    return WorkFailed(MuleError(phase, f"{what}: {_describe(exc)}", exc))
+    return WorkFailed(error_from(phase, what, exc))
 
 
 class _ToolRun:
@@ -120,6 +115,7 @@ class Interpreter:
         self.deadline: float | None = None
         self.last_event: object = None
         self.prepared: dict[int, MuleToolPrepared] = {}
+        self.names: dict[int, str] = {}
         self.tools: dict[int, _ToolRun] = {}
         self.ended = False  # `run_end` was handed out: no cancellation may follow it
         self.final: Finish | None = None  # the machine's verdict that came with `run_end`
@@ -158,7 +154,7 @@ class Interpreter:
                     try:
                         res = await listener(cmd, signal)  # type: ignore[arg-type]
                     except Exception as exc:  # a Result listener that raised anyway
-                        res = Failure(MuleError("listener", _describe(exc), exc))
+                        res = Failure(error_from("listener", "the listener raised", exc))
                     # The listener may have cancelled this task's scope without a checkpoint.
                     await checkpoint_if_cancelled()
                     if (signal._aborted or (timed and signal.aborted)) and not self.ended:
@@ -220,7 +216,7 @@ class Interpreter:
                     try:
                         res = await self.listener(cast(MuleEvent, cmd), self.signal)
                     except Exception as exc:
-                        res = Failure(MuleError("listener", _describe(exc), exc))
+                        res = Failure(error_from("listener", "the listener raised", exc))
                     if isinstance(res, Failure):
                         return Finish(None, res.failure())
             elif isinstance(cmd, Finish):
@@ -366,6 +362,7 @@ class Interpreter:
             return got
         if type(got) is MuleToolPrepared:
             self.prepared[cmd.index] = got
+            self.names[cmd.index] = cmd.call.name
         return ToolPrepared(cmd.index, got, now_ms())
 
     def _start_tool(self, index: int) -> None:
@@ -382,6 +379,7 @@ class Interpreter:
         done: anyio.Event,
     ) -> None:
         inbox = self.inbox_send
+        what = f"execute of tool {self.names.get(index, '?')} raised"
         try:
             parts: AsyncIterator[Result[MuleToolExecutionPart, MuleError]] = prepared.execute(
                 self.signal
@@ -389,7 +387,7 @@ class Interpreter:
         except Exception as exc:
             orders.close()
             done.set()
-            await inbox.send(_failed("tool", "tool execute raised", exc))
+            await inbox.send(_failed("tool", what, exc))
             return
         try:
             while True:
@@ -399,7 +397,7 @@ class Interpreter:
                     await inbox.send(ToolExhausted(index))
                     return
                 except Exception as exc:
-                    await inbox.send(_failed("tool", "tool execution raised", exc))
+                    await inbox.send(_failed("tool", what, exc))
                     return
                 if isinstance(got, Failure):
                     await inbox.send(WorkFailed(got.failure()))

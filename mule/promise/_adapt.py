@@ -11,7 +11,7 @@ from returns.result import Failure, Result, Success
 
 from mule._abort import AbortSignal
 from mule.effects import _settings as core
-from mule.effects._errors import MuleError, MulePhase
+from mule.effects._errors import MuleError, MulePhase, error_from
 from mule.effects._events import MuleEvent
 from mule.effects._tools import (
     MuleTool as CoreTool,
@@ -26,19 +26,17 @@ from mule.effects._tools import (
 )
 from mule.pi._content import ToolCall
 from mule.pi._messages import Message
+from mule.promise._failed import MuleRunFailed
 from mule.promise._types import MulePromiseListener, MuleRunInput, MuleTool, MuleToolPrepared
 
 T = TypeVar("T")
 _OK: Result[None, MuleError] = Success(None)
 
 
-def _describe(exc: BaseException) -> str:
-    text = str(exc)
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-
-
 def _error(phase: MulePhase, what: str, exc: BaseException) -> Failure[MuleError]:
-    return Failure(MuleError(phase, f"{what} raised {_describe(exc)}", exc))
+    if isinstance(exc, MuleRunFailed):  # the callback chose its error: keep it exactly
+        return Failure(exc.error)
+    return Failure(error_from(phase, f"{what} raised", exc))
 
 
 def adapt_listener(

@@ -7,32 +7,11 @@ from typing import final
 from returns.result import Failure
 
 from mule._abort import AbortError, AbortSignal, as_exception
-from mule.effects._errors import MuleError, MulePhase
 from mule.effects._run import run as run_core
 from mule.effects._settings import MuleRunOutcome
 from mule.promise._adapt import adapt_input, adapt_listener
+from mule.promise._failed import MuleRunFailed
 from mule.promise._types import MulePromiseListener, MuleRunInput
-
-
-@final
-class MuleRunFailed(Exception):
-    """A run failed; `error` is the typed `MuleError` (its phase, message and cause)."""
-
-    def __init__(self, error: MuleError) -> None:
-        super().__init__(f"{error.phase}: {error.message}")
-        self.error = error
-        if isinstance(error.cause, BaseException):
-            self.__cause__ = error.cause
-
-    @property
-    def phase(self) -> MulePhase:
-        """The failing phase: model, tool, control or listener."""
-        return self.error.phase
-
-    @property
-    def cause(self) -> object | None:
-        """The underlying raised or failed value."""
-        return self.error.cause
 
 
 @final

@@ -7,11 +7,12 @@ Result root (`mule.effects.run`) and, later, the promise facade. Only "effects" 
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import aclosing
 from typing import Any, Literal, TypeAlias, TypeVar
 
 import anyio
-from attrs import define, field
+from attrs import define, field, fields
 from returns.result import Failure, Result, Success
 
 from mule._abort import AbortSignal
@@ -32,7 +33,12 @@ from mule.effects._events import (
 )
 from mule.effects._identity import MuleIdentity
 from mule.effects._run import run as effects_run
-from mule.effects._settings import MuleCompletedTurn, MuleRunInput, MuleRunOutcome
+from mule.effects._settings import (
+    MuleCompletedTurn,
+    MuleRunInput,
+    MuleRunOutcome,
+    MuleRunSettings,
+)
 from mule.effects._tools import (
     ExecutionMode,
     MuleTool,
@@ -56,10 +62,16 @@ from mule.pi._messages import (
 )
 from mule.pi._model import Model
 from mule.pi._scripted import Reply, ScriptedModel
+from mule.promise import MuleRunFailed
+from mule.promise import MuleRunInput as PromiseInput
+from mule.promise import MuleTool as PromiseTool
+from mule.promise import MuleToolPreparation as PromisePreparation
+from mule.promise import MuleToolPrepared as PromisePrepared
+from mule.promise import run as promise_run
 
 E = TypeVar("E")
-Root: TypeAlias = Literal["effects"]
-ROOTS: tuple[Root, ...] = ("effects",)
+Root: TypeAlias = Literal["effects", "promise"]
+ROOTS: tuple[Root, ...] = ("effects", "promise")
 
 MODEL = Model(
     id="scripted-1", name="Scripted", api="scripted-api", provider="scripted", base_url=""
@@ -196,7 +208,76 @@ async def run_root(
             return Ran(rec.events, res.unwrap(), None)
         assert isinstance(res, Failure)
         return Ran(rec.events, None, res.failure())
+    if root == "promise":
+        try:
+            out = await promise_run(to_promise(inp), _promise_listener(rec), signal)
+        except MuleRunFailed as exc:
+            return Ran(rec.events, None, exc.error)
+        return Ran(rec.events, out, None)
     raise AssertionError(f"unknown root {root!r}")
+
+
+# -- the promise root: the same input, as a promise-style caller would write it -----------------
+
+
+def _unwrap(result: Result[E, MuleError]) -> E:
+    """Return a Result's value, or raise the facade's way of failing with that exact error."""
+    if isinstance(result, Failure):
+        raise MuleRunFailed(result.failure())
+    return result.unwrap()
+
+
+def _promise_tool(core: MuleTool) -> PromiseTool:
+    async def prepare(call: ToolCall, signal: AbortSignal) -> PromisePreparation:
+        prep = _unwrap(await core.prepare(call, signal))
+        if isinstance(prep, MuleToolRejection):
+            return prep
+        execute = prep.execute
+
+        async def parts(signal: AbortSignal) -> AsyncIterator[MuleToolExecutionPart]:
+            async with aclosing(execute(signal)) as results:  # type: ignore[type-var]
+                async for result in results:
+                    yield _unwrap(result)
+
+        return PromisePrepared(parts)
+
+    return PromiseTool(
+        descriptor=core.descriptor,
+        prepare=prepare,
+        replay=core.replay,
+        execution_mode=core.execution_mode,
+    )
+
+
+def _plain(fn: Callable[..., Any] | None) -> Callable[..., Any] | None:
+    if fn is None:
+        return None
+    hook = fn
+
+    async def plain(*args: Any) -> Any:
+        return _unwrap(await hook(*args))
+
+    return plain
+
+
+def to_promise(inp: MuleRunInput) -> PromiseInput:
+    """Return the promise-facade input equivalent to a core input."""
+    settings = {a.name: getattr(inp, a.name) for a in fields(MuleRunSettings)}
+    return PromiseInput(
+        **settings,
+        tools=[_promise_tool(t) for t in inp.tools],
+        resolve_api_key=_plain(inp.resolve_api_key),
+        get_steering_messages=_plain(inp.get_steering_messages),
+        get_follow_up_messages=_plain(inp.get_follow_up_messages),
+        should_stop_after_turn=_plain(inp.should_stop_after_turn),
+    )
+
+
+def _promise_listener(rec: Recorder) -> Callable[[MuleEvent, AbortSignal], Awaitable[None]]:
+    async def listener(event: MuleEvent, signal: AbortSignal) -> None:
+        _unwrap(await rec(event, signal))
+
+    return listener
 
 
 # -- projections --------------------------------------------------------------------------------

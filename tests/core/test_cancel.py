@@ -479,3 +479,9 @@ async def test_task_cancelled_during_run_end_emits_no_second_run_end(root: Root)
         await run_root(root, make_input(model_of(reply("hi"))), rec)
     assert scope.cancelled_caught
     assert project(rec.events)[-2:] == ["TE()", "RE(completed)"]
+
+
+@pytest.fixture
+def root() -> Root:
+    """Run these on the Result root: the facade raises on cancel instead (see test_promise)."""
+    return "effects"
