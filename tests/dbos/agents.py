@@ -13,7 +13,6 @@ import os
 import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import Any
 
 import anyio
 
@@ -98,7 +97,7 @@ def scenario(
 
 
 def slow_tool() -> promise.MuleTool:
-    """A safe tool that waits until the run is cancelled."""
+    """Return a safe tool that waits until the run is cancelled."""
 
     async def prepare(call: ToolCall, signal: promise.AbortSignal) -> promise.MuleToolPreparation:
         async def execute(s: promise.AbortSignal) -> AsyncIterator[promise.MuleToolExecutionPart]:
@@ -116,7 +115,7 @@ def slow_tool() -> promise.MuleTool:
 
 
 def slow(messages: tuple[Message, ...]) -> promise.MuleRunInput:
-    """An agent whose first tool call waits for a cancel."""
+    """Build the input of an agent whose first tool call waits for a cancel."""
     return promise.MuleRunInput(
         model=MODEL,
         system_prompt=SYSTEM,
@@ -129,7 +128,7 @@ def slow(messages: tuple[Message, ...]) -> promise.MuleRunInput:
 def in_process_input(
     messages: tuple[Message, ...], effects: Path, *, sequential: bool
 ) -> promise.MuleRunInput:
-    """The scenario as an in-process `mule.run` input (no pauses)."""
+    """Return the scenario as an in-process `mule.run` input (no pauses)."""
     return promise.MuleRunInput(
         model=MODEL,
         system_prompt=SYSTEM,
@@ -139,6 +138,3 @@ def in_process_input(
         retry=RETRY,
         tool_execution="sequential" if sequential else "parallel",
     )
-
-
-__all__: list[Any] = []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -74,10 +75,8 @@ class WorkerProc:
         if self.proc.poll() is None:
             assert self.proc.stdin is not None
             self.proc.stdin.close()
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 self.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                pass
         self.kill()
 
 

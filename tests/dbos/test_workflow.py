@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import time
 from pathlib import Path
@@ -14,9 +15,9 @@ import pytest
 import mule.promise as promise
 from mule.dbos import MuleDBOSClient
 from mule.dbos._store import StoredEvent
-from mule.journal._record import encode
 from mule.effects._events import MuleEvent
 from mule.effects._transition import INTERRUPTED_UNSAFE
+from mule.journal._record import encode
 from mule.pi._codec import to_wire
 from mule.pi._messages import UserMessage
 from mule.testing.crash import FINAL_TEXT, PROMPT, CrashCase, check_case
@@ -28,7 +29,7 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def client(pg_url: str, workers: list[WorkerProc]) -> Any:
-    """A client in the test process (no DBOS launch here)."""
+    """Return a client in the test process (no DBOS launch here)."""
     with MuleDBOSClient(pg_url) as c:
         yield c
 
@@ -38,7 +39,7 @@ def prompt() -> tuple[UserMessage, ...]:
 
 
 def case_of(client: MuleDBOSClient, run_id: str, pause_dir: Path) -> CrashCase:
-    """The crash kit's view of a finished DBOS run (committed = everything it logged)."""
+    """Return the crash kit's view of a finished DBOS run."""
     case = CrashCase(run_id, "", pause_dir / f"{run_id}.effects")
     case.transcript = client.transcript(run_id)
     return case
@@ -64,7 +65,7 @@ def committed_before(case: CrashCase, logged: list[StoredEvent]) -> None:
     for ev in logged:
         body = ev.body
         if body["type"] == "message_end":
-            m: Message = from_wire(Message, body["value"])  # type: ignore[arg-type]
+            m: Message = from_wire(Message, body["value"])
             if type(m) is not AssistantMessage or m.stop_reason in SUCCESS_STOP_REASONS:
                 case.committed.append(m)
         elif body["type"] == "tool_execution_end":
@@ -134,3 +135,77 @@ def test_a_run_survives_its_worker_being_killed(
     ends = [k for k in keys if k[0] in ("message_end", "tool_execution_end", "turn_end")]
     assert len({k[1] for k in ends}) == len(ends)
     assert sum(1 for k in keys if k[0] == "run_end") == 1
+
+
+def normalised(bodies: list[dict[str, Any]], pids: set[int]) -> list[Any]:
+    """Drop what differs between two executions of one scenario: clocks and process ids."""
+
+    def clean(x: Any) -> Any:
+        if isinstance(x, dict):
+            return {k: clean(v) for k, v in x.items() if k != "timestamp"}
+        if isinstance(x, list):
+            return [clean(v) for v in x]
+        if isinstance(x, str):
+            for pid in pids:
+                x = re.sub(rf":{pid}\b", ":PID", x)
+        return x
+
+    return [clean(b) for b in bodies]
+
+
+@pytest.mark.parametrize("sequential", [True, False])
+@pytest.mark.anyio
+async def test_same_events_and_outcome_as_in_process(
+    client: MuleDBOSClient, pause_dir: Path, tmp_path: Path, sequential: bool
+) -> None:
+    """The scenario through DBOS logs the same events and ends the same as mule.run in process."""
+    got: list[dict[str, Any]] = []
+
+    def record(event: MuleEvent, signal: promise.AbortSignal) -> None:
+        got.append(json.loads(encode(event)))
+
+    inp = agents.in_process_input(prompt(), tmp_path / "effects", sequential=sequential)
+    local = await promise.run(inp, record)
+
+    agent = "scenario-seq" if sequential else "scenario"
+    run_id = await anyio.to_thread.run_sync(client.start, agent, prompt())
+    summary = await anyio.to_thread.run_sync(client.result, run_id)
+    logged = [e.body for e in await anyio.to_thread.run_sync(client.events, run_id)]
+
+    effects = (pause_dir / f"{run_id}.effects").read_text().splitlines()
+    remote_pids = {int(line.split()[1]) for line in effects}
+    pids = {os.getpid(), *remote_pids}
+    mine, theirs = normalised(got, pids), normalised(logged, pids)
+    if sequential:
+        assert theirs == mine
+    else:  # parallel tools finish in either order: the same events, each once
+        key = lambda b: json.dumps(b, sort_keys=True)  # noqa: E731
+        assert sorted(map(key, theirs)) == sorted(map(key, mine))
+    assert summary.status == local.status
+    assert normalised([to_wire(m) for m in summary.messages], pids) == normalised(
+        [to_wire(m) for m in local.messages], pids
+    )
+
+
+@pytest.mark.anyio
+async def test_follow_live_and_cancel_from_another_process(client: MuleDBOSClient) -> None:
+    """A follower sees the run live; a cancel from here ends it with run_end(cancelled)."""
+    run_id = await anyio.to_thread.run_sync(client.start, "slow", prompt())
+    seen: list[StoredEvent] = []
+    with anyio.fail_after(60):
+        async for ev in client.follow(run_id):
+            seen.append(ev)
+            if ev.body["type"] == "tool_execution_start" and ev.body["call"]["id"] == "r1":
+                # The slow tool is running: the run is live, and now it is cancelled.
+                assert await anyio.to_thread.run_sync(client.workflow_status, run_id) == "PENDING"
+                await anyio.to_thread.run_sync(client.cancel, run_id)
+    assert seen[-1].body["type"] == "run_end"
+    assert seen[-1].body["outcome"] == "cancelled"
+    assert [e.seq for e in seen] == sorted(e.seq for e in seen)
+    # Replaying from the start gives the same events.
+    again = [ev async for ev in client.follow(run_id)]
+    assert again == seen
+    assert again == await anyio.to_thread.run_sync(client.events, run_id)
+    status = await anyio.to_thread.run_sync(client.workflow_status, run_id)
+    assert status == "CANCELLED"
+    assert await anyio.to_thread.run_sync(client.store.status, run_id) == "cancelled"

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from dbos import DBOS
 
-from mule.dbos import launch_worker, register_agent
+from mule.dbos import AgentFactory, launch_worker, register_agent
 from mule.pi._messages import Message
 from mule.promise import MuleRunInput
 from tests.dbos import agents
@@ -21,7 +21,7 @@ def main(url: str, executor_id: str, pause_dir: str) -> None:
     """Serve runs until stdin closes."""
     where = Path(pause_dir)
 
-    def by_run(sequential: bool) -> agents.Callable[[tuple[Message, ...]], MuleRunInput]:
+    def by_run(sequential: bool) -> AgentFactory:
         def build(messages: tuple[Message, ...]) -> MuleRunInput:
             run_id = DBOS.workflow_id
             assert run_id is not None
