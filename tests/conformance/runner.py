@@ -10,7 +10,6 @@ follow-up / stop-hook call). Where mule deliberately differs from Pi 0.73.1, `DI
 from __future__ import annotations
 
 import contextlib
-import copy
 import json
 import shutil
 import subprocess
@@ -726,14 +725,6 @@ def _empty_rejection(sc: Scenario, value: Any) -> Any:
     return value
 
 
-def _partial_args(obs: Obs) -> Obs:
-    if obs["t"] != "message_update" or obs["e"]["type"] != "toolcall_delta":
-        return obs
-    obs = copy.deepcopy(obs)
-    obs["m"]["content"][obs["e"]["contentIndex"]]["arguments"] = "<streaming>"
-    return obs
-
-
 def _failed(phase: str) -> Obs:
     return {"t": "run_end", "outcome": "failed", "phase": phase}
 
@@ -795,14 +786,6 @@ DIVERGENCES: tuple[Divergence, ...] = (
         " reason with 'Tool execution was blocked' (mule's rejection is not Pi's block: the"
         " seed makes its message the result text)",
         adjust=_empty_rejection,
-    ),
-    Divergence(
-        "PJ",
-        "not the loop: the scripted streams' partial tool-call arguments come from each side's"
-        " streaming-JSON parser (pi-ai's completes a cut literal like `nul` to null, mule's"
-        " drops it), so they are left uncompared while a call streams; the deltas, and the"
-        " arguments at toolcall_end and everywhere else, are compared",
-        blind=_partial_args,
     ),
 )
 
