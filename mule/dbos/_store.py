@@ -113,7 +113,16 @@ def connect(url: str) -> psycopg.Connection[Any]:
 class _Recorder:
     """One run segment's listener: buffers events, commits at checkpoints and on a timer."""
 
-    __slots__ = ("buffer", "first_ms", "flush_ms", "run_id", "segment", "skip", "store")
+    __slots__ = (
+        "buffer",
+        "commit_at",
+        "first_ms",
+        "flush_ms",
+        "run_id",
+        "segment",
+        "skip",
+        "store",
+    )
 
     def __init__(
         self,
@@ -121,8 +130,10 @@ class _Recorder:
         run_id: str,
         segment: int,
         skip: Callable[[MuleEvent], bool] | None,
+        commit_at: frozenset[str],
     ) -> None:
         self.store = store
+        self.commit_at = commit_at
         self.run_id = run_id
         self.segment = segment
         self.skip = skip
@@ -138,7 +149,7 @@ class _Recorder:
         if not self.buffer:
             self.first_ms = now_ms()
         self.buffer.append((self.run_id, self.segment, event_key(event), kind, encode(event)))
-        if kind in COMMIT_POINTS:
+        if kind in self.commit_at:
             status = event.outcome if kind == "run_end" else None  # type: ignore[union-attr]
             self.flush(status)
         elif len(self.buffer) >= 256 or now_ms() - self.first_ms >= self.flush_ms:
@@ -226,12 +237,14 @@ class PgStore:
         *,
         segment: int | None = None,
         skip: Callable[[MuleEvent], bool] | None = None,
+        commit_at: frozenset[str] = COMMIT_POINTS,
     ) -> _Recorder:
         """Return a listener recording `run_id` (promise form); a new segment unless given.
 
         Checkpoint events are committed before the listener returns; others are buffered and
         written with the next checkpoint or within `flush_ms`. `skip` drops events (a DBOS
-        replay's re-streamed updates).
+        replay's re-streamed updates). A DBOS workflow passes `commit_at={"run_end"}`: its steps
+        are durable in DBOS, and a replay re-emits any checkpoint event a crash lost.
         """
         if segment is None:
             row = self._x(
@@ -247,7 +260,7 @@ class PgStore:
             ).fetchone()
         if row is None:
             raise StoreError(f"unknown run {run_id!r}: call begin() first")
-        return _Recorder(self, run_id, int(row[0]), skip)
+        return _Recorder(self, run_id, int(row[0]), skip, commit_at)
 
     def core_listener(self, run_id: str, **kwargs: Any) -> Listener:
         """Return the same recorder in the core's form (a failed write is a listener error)."""

@@ -327,8 +327,13 @@ async def _mule_workflow(agent: str, run_id: str) -> dict[str, Any]:
             stream=durable.stream_fn(real),
             tools=[durable.tool(t) for t in inp.tools],
         )
-        listener = rt.store.listener(run_id, segment=1, skip=durable.skip)
+        # The log is for followers: DBOS's step records are what a replay relies on, and a
+        # replay re-emits every checkpoint event, so commits ride on the flush timer.
+        listener = rt.store.listener(
+            run_id, segment=1, skip=durable.skip, commit_at=frozenset({"run_end"})
+        )
         tg.start_soon(durable.watch_cancel, controller)
+        tg.start_soon(_flush_every, listener, rt.store.flush_ms / 1000)
         result = await run_core(adapt_input(wrapped), adapt_listener(listener), controller.signal)
         tg.cancel_scope.cancel()
     if isinstance(result, Failure):
@@ -346,6 +351,14 @@ async def _mule_workflow(agent: str, run_id: str) -> dict[str, Any]:
         "message": to_wire(outcome.message),
         "error": None,
     }
+
+
+async def _flush_every(listener: Any, seconds: float) -> None:
+    """Write buffered events while the run waits on something slow (a tool, a model)."""
+    while True:
+        await anyio.sleep(seconds)
+        if listener.buffer:
+            listener.flush()  # on the loop's thread, between two events: never mid-write
 
 
 async def _aclose(it: object) -> None:
