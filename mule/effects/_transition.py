@@ -316,10 +316,8 @@ def _terminal(t: _Txn, status: RunStatus) -> MuleIdentity:
 
 def _complete(t: _Txn) -> None:
     terminal = _terminal(t, "completed")
-    message = t.last_assistant
-    if message is None:  # a resumed turn with nothing after it
-        assert t.cfg.resume is not None
-        message = t.cfg.resume.message
+    message = t.last_assistant  # a resumed run sets it to resume.message before its turn ends
+    assert message is not None
     outcome = MuleRunOutcome(
         status="completed", run=t.cfg.run, terminal=terminal, message=message, messages=t.new
     )
@@ -566,15 +564,13 @@ def _advance(t: _Txn, batch: Batch) -> None:
             return
         batch = _settle(t, batch, i, immediate)
         batch = evolve(batch, cursor=batch.cursor + 1)
-    if batch.running == 0 and batch.prepared:
+    # Pass 2: only now do the prepared calls execute, all at once.
+    if batch.prepared:
         batch = evolve(batch, running=len(batch.prepared))
         t.phase = RunningTools(batch)
         t.cmds.append(StartTools(batch.prepared))
         return
-    if batch.running == 0:
-        _result_phase(t, batch)
-    else:
-        t.phase = RunningTools(batch)
+    _result_phase(t, batch)
 
 
 def _any_sequential(t: _Txn, calls: tuple[ToolCall, ...]) -> bool:
