@@ -87,8 +87,8 @@ class _Order:
         yield MuleToolExecutionPart("result", MuleToolResult(content=(TextContent(text),)))
 
 
-def _echo_tool(order: _Order | None = None) -> MuleTool:
-    gate = order or _Order()
+def _echo_tool(order: _Order) -> MuleTool:
+    gate = order
 
     async def prepare(call: ToolCall, signal: AbortSignal) -> MuleToolPrepared:
         async def execute(signal: AbortSignal) -> AsyncIterator[MuleToolExecutionPart]:
@@ -171,13 +171,19 @@ async def test_sync_and_async_listeners_see_the_same_events() -> None:
     """A plain function and a coroutine function are both accepted as listeners."""
     sync_seen: list[str] = []
     async_seen: list[str] = []
+    first, second = _Order(), _Order()
+
+    def slistener(event: MuleEvent, signal: AbortSignal) -> None:
+        sync_seen.append(event.type)
+        first.seen(event)
 
     async def alistener(event: MuleEvent, signal: AbortSignal) -> None:
         await anyio.lowlevel.checkpoint()
         async_seen.append(event.type)
+        second.seen(event)
 
-    await mule.run(_inp(_script(), tools=[_echo_tool()]), lambda e, s: sync_seen.append(e.type))
-    await mule.run(_inp(_script(), tools=[_echo_tool()]), alistener)
+    await mule.run(_inp(_script(), tools=[_echo_tool(first)]), slistener)
+    await mule.run(_inp(_script(), tools=[_echo_tool(second)]), alistener)
     assert sync_seen == async_seen
     assert sync_seen[0] == "run_start"
     assert sync_seen[-1] == "run_end"
