@@ -295,12 +295,13 @@ def test_refs_are_followed_in_coercion_errors() -> None:
 
 
 def test_validator_is_compiled_once_per_tool() -> None:
-    """`for_tool` compiles once per Tool object and drops the entry when the tool dies."""
+    """`for_tool` compiles once per schema: equal tools share it; a dead tool's entry goes."""
     tool = Tool("V", "", N_NUMBER)
     first = ToolValidator.for_tool(tool)
     assert ToolValidator.for_tool(tool) is first
     other = Tool("V", "", N_NUMBER)
-    assert ToolValidator.for_tool(other) is not first
+    assert ToolValidator.for_tool(other) is first  # same schema: compiled once, shared
+    assert ToolValidator.for_tool(Tool("V", "", {"type": "object"})) is not first
     key = id(tool)
     del tool, first
     gc.collect()

@@ -24,6 +24,8 @@ Known divergences from Pi (outside what tool schemas normally use):
 
 from __future__ import annotations
 
+import functools
+import json
 import math
 import re
 import weakref
@@ -932,12 +934,16 @@ class ToolValidator:
 
     @classmethod
     def for_tool(cls, tool: Tool) -> ToolValidator:
-        """Return the tool's validator, compiled on first use and cached while the `Tool` lives."""
+        """Return the tool's validator, compiled once and cached.
+
+        Cached per `Tool` object while it lives, and by schema content (a bounded LRU), so a
+        host that rebuilds equal tools for every run does not pay for compiling them again.
+        """
         key = id(tool)
         hit = cls._cache.get(key)
         if hit is not None and hit[0]() is tool:
             return hit[1]
-        made = cls(tool.name, tool.parameters)
+        made = _by_content(tool.name, json.dumps(tool.parameters, default=repr))
         cls._cache[key] = (weakref.ref(tool, lambda _: cls._cache.pop(key, None)), made)
         return made
 
@@ -1008,6 +1014,11 @@ class ToolValidator:
             f'Validation failed for tool "{call.name}":\n{lines}\n\nReceived arguments:\n{received}'
         )
         raise ToolArgumentsError(call.name, errors, text)
+
+
+@functools.lru_cache(maxsize=256)
+def _by_content(name: str, schema_json: str) -> ToolValidator:
+    return ToolValidator(name, json.loads(schema_json))
 
 
 def validate_tool_arguments(tool: Tool, call: ToolCall) -> dict[str, JsonValue]:
