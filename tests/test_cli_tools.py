@@ -84,6 +84,12 @@ def test_unconfined_workspace_reaches_outside(ws: Workspace) -> None:
     assert text(read_file(free, "../secret.txt")) == "outside"
 
 
+def test_unknown_user_home_is_refused_not_a_crash() -> None:
+    """`~nobody-here` is a refused path, not an exception."""
+    ws = Workspace(Path("/tmp/mule-cli-confine-root"), True)
+    assert "unknown user" in ws.resolve("~no-such-user-0").failure()
+
+
 @given(st.text(min_size=1, max_size=30))
 def test_resolve_never_leaves_a_confined_root(name: str) -> None:
     """Whatever the path text, a confined workspace resolves inside its root or refuses."""

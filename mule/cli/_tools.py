@@ -84,7 +84,11 @@ class Workspace:
         """
         if "\x00" in path:
             return Failure("Path contains a NUL character")
-        target = (self.root / Path(path).expanduser()).resolve()
+        try:
+            given = Path(path).expanduser()
+        except RuntimeError:  # `~name` for a user this machine does not know
+            return Failure(f"Path {path!r} names an unknown user's home directory")
+        target = (self.root / given).resolve()
         if self.confined and not target.is_relative_to(self.root):
             return Failure(
                 f"Path {path!r} is outside the working directory {str(self.root)!r}; "
