@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import pytest
 from hypothesis import settings
@@ -16,3 +17,13 @@ settings.load_profile("ci" if os.environ.get("CI") else "dev")
 def anyio_backend(request: pytest.FixtureRequest) -> str:
     """Run each anyio test once per backend."""
     return str(request.param)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    """In CI every dependency is installed, so a skip means a broken set-up: fail it instead."""
+    outcome = yield
+    report = outcome.get_result()
+    if os.environ.get("CI") and report.skipped:
+        report.outcome = "failed"
+        report.longrepr = f"skipped in CI (the set-up should provide it): {report.longrepr}"
