@@ -69,7 +69,6 @@ from mule.pi._stream import AssistantMessageEventStream
 _EVENTS = frozenset(EVENT_TYPES.values())
 _PI_EVENTS = frozenset(EVENT_CLASSES)
 _PULL = "pull"
-_CLOSE = "close"
 
 
 def now_ms() -> int:
@@ -82,7 +81,7 @@ def _failed(phase: MulePhase, what: str, exc: BaseException) -> WorkFailed:
 
 
 class _ToolRun:
-    """The interpreter's handle on one executing tool: a channel of pull/close orders."""
+    """The interpreter's handle on one executing tool: a channel of pull orders."""
 
     __slots__ = ("done", "orders")
 
@@ -319,10 +318,10 @@ class Interpreter:
             await self.tools[cast(PullTool, cmd).index].orders.send(_PULL)
             return None
         if kind is CloseTool:
+            # The executor closes itself after its result part (the first result is final);
+            # the tool is over only once it has (sequential tools never overlap).
             run = self.tools.pop(cast(CloseTool, cmd).index)
-            await run.orders.send(_CLOSE)
             run.orders.close()
-            # The tool is over only once its executor has closed (sequential tools never overlap).
             await run.done.wait()
             return None
         if kind is ResolveKey:
@@ -413,7 +412,11 @@ class Interpreter:
                     )
                     return
                 await inbox.send(ToolPartArrived(index, part, now_ms()))
-                if await orders.receive() == _CLOSE:
+                if part.type == "result":
+                    return  # final: stop pulling and close the executor now
+                try:
+                    await orders.receive()  # the machine asks for the next part
+                except anyio.EndOfStream:  # the run is over
                     return
         finally:
             orders.close()
