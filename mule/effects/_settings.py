@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Literal, TypeAlias, final
+from typing import TypeAlias, final
 
 from attrs import frozen
 from returns.result import Result
@@ -95,8 +95,6 @@ class MuleRunOutcome:
     message: AssistantMessage
     messages: tuple[Message, ...]
 
-
-Status: TypeAlias = Literal["completed", "cancelled", "failed"]
 
 __all__ = [
     "Listener",

@@ -26,9 +26,6 @@ class IncompleteStreamError(Exception):
     """
 
 
-_NO_RESULT: AssistantMessage | None = None
-
-
 @final
 class AssistantMessageEventStream:
     """A single-consumer async stream of assistant-message events with a final result."""
@@ -38,7 +35,7 @@ class AssistantMessageEventStream:
     def __init__(self) -> None:
         self._queue: deque[AssistantMessageEvent] = deque()
         self._done = False
-        self._result: AssistantMessage | None = _NO_RESULT
+        self._result: AssistantMessage | None = None
         self._waiter: anyio.Event | None = None
         self._result_waiters: list[anyio.Event] = []
         self._source: AsyncIterator[AssistantMessageEvent] | None = None

@@ -613,15 +613,13 @@ class Divergence:
     """A deliberate difference from Pi 0.73.1.
 
     `rewrite` turns Pi's observation into what mule must emit instead (None: does not apply);
-    `adjust` rewrites a value inside Pi's events (a difference that does not end the run);
-    `blind` is a per-event projection applied to both sides, for a field left uncompared.
+    `adjust` rewrites a value inside Pi's events (a difference that does not end the run).
     """
 
     code: str
     why: str
     rewrite: Rewrite | None = None
     adjust: Callable[[Scenario, Any], Any] | None = None
-    blind: Callable[[Obs], Obs] | None = None
 
 
 def _raised_text(sc: Scenario, call_id: str) -> str | None:
@@ -825,10 +823,6 @@ def compare(sc: Scenario, pi: tuple[list[Obs], Obs], mule: MuleRun) -> Compariso
     """Compare mule's projected run with Pi's, after the divergence table."""
     want_events, want_end, code = expected_for_mule(sc, *pi)
     got_events = mule.events
-    for d in DIVERGENCES:
-        if d.blind is not None:
-            want_events = [d.blind(e) for e in want_events]
-            got_events = [d.blind(e) for e in got_events]
     diffs: list[str] = []
     for i in range(max(len(want_events), len(got_events))):
         w = want_events[i] if i < len(want_events) else None
