@@ -19,6 +19,7 @@ from mule.effects._tools import (
     ToolCompleted,
     ToolStarted,
 )
+from mule.pi import ToolArgumentsError, validate_tool_arguments
 from mule.pi._content import TextContent, ToolCall
 from mule.pi._context import Tool
 from mule.pi._messages import (
@@ -29,7 +30,6 @@ from mule.pi._messages import (
 )
 from mule.pi._model import Model
 from mule.pi._retry import RetryPolicy
-from mule.pi._validate import ToolArgumentsError, validate_tool_arguments
 
 MODEL = Model(id="m", name="m", api="fake", provider="p", base_url="")
 LENIENT: dict[str, object] = {"type": "object"}

@@ -14,17 +14,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from mule.pi import ToolArgumentsError, ToolSchemaError, ToolValidator, validate_tool_arguments
 from mule.pi._content import ToolCall
 from mule.pi._context import Tool
+from mule.pi._js_values import js_number_to_string, js_stringify
 from mule.pi._json import JsonObject, JsonValue
-from mule.pi._validate import (
-    ToolArgumentsError,
-    ToolSchemaError,
-    ToolValidator,
-    js_number_to_string,
-    js_stringify,
-    validate_tool_arguments,
-)
 
 REPO = Path(__file__).resolve().parent.parent
 NODE_SCRIPT = REPO / "tests" / "node" / "validate.mjs"

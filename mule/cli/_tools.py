@@ -24,10 +24,10 @@ from returns.result import Failure, Result, Success
 
 from mule._abort import AbortSignal
 from mule.effects._tools import MuleToolExecutionPart, MuleToolRejection, MuleToolResult, Replay
+from mule.pi import ToolArgumentsError, ToolValidator
 from mule.pi._content import TextContent, ToolCall
 from mule.pi._context import Tool
 from mule.pi._json import JsonObject, JsonValue
-from mule.pi._validate import ToolArgumentsError, ToolValidator
 from mule.promise._types import MuleTool, MuleToolPreparation, MuleToolPrepared
 
 MAX_OUTPUT_BYTES: Final = 50 * 1024

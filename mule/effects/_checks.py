@@ -9,6 +9,7 @@ from returns.result import Failure, Result, Success
 from mule.effects._errors import MuleError
 from mule.effects._settings import MuleRunInput
 from mule.effects._tools import ToolCompleted, ToolPending, ToolStarted
+from mule.pi import ToolSchemaError, ToolValidator
 from mule.pi._content import ToolCall
 from mule.pi._messages import (
     SUCCESS_STOP_REASONS,
@@ -16,7 +17,6 @@ from mule.pi._messages import (
     ToolResultMessage,
     UserMessage,
 )
-from mule.pi._validate import ToolSchemaError, ToolValidator
 
 
 def _control(message: str, cause: object | None = None) -> Failure[MuleError]:

@@ -84,12 +84,12 @@ from mule.effects._tools import (
     ToolCompleted,
     ToolStarted,
 )
+from mule.pi import ToolArgumentsError, ToolSchemaError, validate_tool_arguments
 from mule.pi._content import TextContent, ToolCall
 from mule.pi._context import Context
 from mule.pi._events import BLOCK_EVENT_TYPES, DoneEvent, ErrorEvent, StartEvent
 from mule.pi._messages import ZERO_USAGE, AssistantMessage, Message, ToolResultMessage
 from mule.pi._retry import is_retryable_assistant_error, retry_delay_ms
-from mule.pi._validate import ToolArgumentsError, ToolSchemaError, validate_tool_arguments
 
 _BLOCK_EVENTS = BLOCK_EVENT_TYPES
 INTERRUPTED_UNSAFE = "Tool call was interrupted and is not safe to replay"

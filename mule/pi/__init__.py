@@ -26,6 +26,7 @@ from mule.pi._context import (
     Transport,
 )
 from mule.pi._cost import calculate_cost
+from mule.pi._error_text import ToolArgumentsError, ToolSchemaError
 from mule.pi._events import (
     AssistantMessageEvent,
     BlockEvent,
@@ -70,12 +71,7 @@ from mule.pi._retry import (
     retry_delay_ms,
 )
 from mule.pi._stream import AssistantMessageEventStream, IncompleteStreamError
-from mule.pi._validate import (
-    ToolArgumentsError,
-    ToolSchemaError,
-    ToolValidator,
-    validate_tool_arguments,
-)
+from mule.pi._validate import ToolValidator, validate_tool_arguments
 from mule.pi.providers._simple import (
     ProviderSetupError,
     complete_simple,

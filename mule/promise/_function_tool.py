@@ -23,10 +23,10 @@ from mule.effects._tools import (
     MuleToolResult,
     Replay,
 )
+from mule.pi import ToolArgumentsError, ToolValidator
 from mule.pi._content import ImageContent, TextContent, ToolCall
 from mule.pi._context import Tool
 from mule.pi._json import JsonObject, JsonValue
-from mule.pi._validate import ToolArgumentsError, ToolValidator
 from mule.promise._types import MuleTool, MuleToolPreparation, MuleToolPrepared
 
 F = TypeVar("F", bound=Callable[..., Any])

@@ -17,13 +17,13 @@ from mule.effects._events import (
     TurnStart,
 )
 from mule.effects._identity import MuleIdentity
+from mule.pi import ToolArgumentsError, validate_tool_arguments
 from mule.pi._content import TextContent, ToolCall
 from mule.pi._context import Tool
 from mule.pi._events import TextDeltaEvent
 from mule.pi._json import JsonObject, JsonValue  # noqa: F401 (resolves the recursive alias)
 from mule.pi._messages import AssistantMessage, ToolResultMessage, Usage
 from mule.pi._scripted import Call, Reply, Text, error_reply, reply
-from mule.pi._validate import ToolArgumentsError, validate_tool_arguments
 from tests.core.kit import (
     MODEL,
     SYSTEM,

@@ -1,0 +1,122 @@
+"""Tool schemas compiled by `jsonschema`, extended with the dialect TypeBox also accepts.
+
+Draft 2020-12 plus array-form `items`, `additionalItems`, `dependencies`, TypeBox's tolerant
+`multipleOf`, and a `$ref` that cannot be resolved failing its schema instead of raising (Pi
+compiles union members on their own, away from the root's `$defs`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Mapping
+from typing import Any, Final, TypeAlias
+
+from jsonschema import Draft7Validator, Draft202012Validator, FormatChecker, validators
+from jsonschema.exceptions import SchemaError, ValidationError
+from referencing.exceptions import Unresolvable
+
+from mule.pi._js_values import is_js_number, to_double
+
+# A schema as Pi sees it: usually a mapping; `true`/`false` are schemas too.
+Schema: TypeAlias = Any
+
+
+def _items(
+    validator: Any, items: Any, instance: Any, schema: Mapping[str, Any]
+) -> Iterator[ValidationError]:
+    if not validator.is_type(instance, "array"):
+        return
+    if isinstance(items, list):  # draft-7 tuple form, which TypeBox still honours
+        for index, (item, sub) in enumerate(zip(instance, items, strict=False)):
+            yield from validator.descend(item, sub, path=index, schema_path=index)
+        return
+    start = len(schema.get("prefixItems", []))
+    for index in range(start, len(instance)):
+        yield from validator.descend(instance[index], items, path=index)
+
+
+def _additional_items(
+    validator: Any, extra: Any, instance: Any, schema: Mapping[str, Any]
+) -> Iterator[ValidationError]:
+    if not validator.is_type(instance, "array") or not isinstance(schema.get("items"), list):
+        return
+    for index in range(len(schema["items"]), len(instance)):
+        yield from validator.descend(instance[index], extra, path=index)
+
+
+def _dependencies(
+    validator: Any, dependencies: Any, instance: Any, schema: Mapping[str, Any]
+) -> Iterator[ValidationError]:
+    if not validator.is_type(instance, "object"):
+        return
+    for key, dependency in dependencies.items():
+        if key not in instance:
+            continue
+        if isinstance(dependency, list):
+            for each in dependency:
+                if each not in instance:
+                    yield ValidationError(f"{each!r} is a dependency of {key!r}")
+        else:
+            yield from validator.descend(instance, dependency, schema_path=key)
+
+
+def _ref(
+    validator: Any, ref: Any, instance: Any, schema: Mapping[str, Any]
+) -> Iterator[ValidationError]:
+    # TypeBox treats a `$ref` it cannot resolve as a failing schema, not as a fatal error. That
+    # matters for union members, which Pi compiles on their own, away from the root's `$defs`.
+    try:
+        errors = list(validator._validate_reference(ref=ref, instance=instance))
+    except Unresolvable:
+        errors = [ValidationError(f"cannot resolve $ref {ref!r}")]
+    yield from errors
+
+
+def multiple_of(divisor: Any, value: Any) -> bool:
+    """Return TypeBox's tolerant `multipleOf` (JS `%` is `math.fmod`)."""
+    if not is_js_number(value):
+        return True
+    if to_double(value).is_integer() and divisor != 0 and math.fmod(1 / divisor, 1) == 0:
+        return True
+    try:
+        mod = math.fmod(value, divisor)
+    except (ValueError, ZeroDivisionError):
+        return False
+    return bool(min(abs(mod), abs(mod - divisor), abs(mod + divisor)) < 1e-10)
+
+
+def _multiple_of_keyword(
+    validator: Any, divisor: Any, instance: Any, schema: Mapping[str, Any]
+) -> Iterator[ValidationError]:
+    if not multiple_of(divisor, instance):
+        yield ValidationError(f"{instance!r} is not a multiple of {divisor}")
+
+
+PiValidator: Any = validators.extend(  # type: ignore[no-untyped-call]
+    Draft202012Validator,
+    {
+        "items": _items,
+        "additionalItems": _additional_items,
+        "dependencies": _dependencies,
+        "multipleOf": _multiple_of_keyword,
+        "$ref": _ref,
+    },
+)
+FORMATS: Final = FormatChecker()
+
+
+def check_schema(schema: Schema) -> str | None:
+    """Return why `schema` is not a JSON Schema (Draft 2020-12, or Draft 7 for tuples), or None."""
+    if not isinstance(schema, Mapping | bool):
+        return f"expected a JSON object, got {type(schema).__name__}"
+    try:
+        Draft202012Validator.check_schema(schema)
+    except SchemaError as modern:
+        try:
+            Draft7Validator.check_schema(schema)
+        except SchemaError:
+            return modern.message
+    return None
+
+
+__all__ = ["FORMATS", "Schema", "PiValidator", "check_schema", "multiple_of"]
