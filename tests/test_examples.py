@@ -21,3 +21,17 @@ def test_quickstart_runs_offline() -> None:
     assert "[word_count returned 3]" in done.stdout
     assert "It has 3 words." in done.stdout
     assert "completed - 3 new messages" in done.stdout
+
+
+def test_coding_tools_example_runs_offline() -> None:
+    """examples/coding_tools.py lists and reads a directory through mule.tools and completes."""
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "examples/coding_tools.py")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert "[ls {}]\nnotes.txt\nsrc/" in done.stdout
+    assert "mules are sure-footed" in done.stdout
+    assert "completed - The notes say mules are sure-footed." in done.stdout

@@ -21,7 +21,6 @@ from mule.cli._demo import DEMO_LABEL, DEMO_MODEL, DEMO_PROMPT, DEMO_TOOLS, Demo
 from mule.cli._journal import Continuation, continuation, new_run_id, open_journal
 from mule.cli._models import load_registry, missing_key, resolve_model
 from mule.cli._render import JsonLines, LiveView
-from mule.cli._tools import BASH_DEFAULT_TIMEOUT_S, Workspace, builtin_tools
 from mule.effects._events import MuleEvent, RunEnd
 from mule.journal import Journal
 from mule.pi._context import StreamOptions
@@ -31,6 +30,7 @@ from mule.pi._retry import PI_CODING_AGENT_RETRY_DEFAULTS, RetryPolicy
 from mule.pi.providers._simple import retry_after_ms
 from mule.promise._run import MuleRunFailed, run
 from mule.promise._types import MulePromiseListener, MuleRunInput
+from mule.tools import BASH_DEFAULT_TIMEOUT_S, Workspace, coding_tools
 
 Record = Callable[[MuleEvent, AbortSignal], None]
 
@@ -176,8 +176,11 @@ async def run_command(opts: RunOptions) -> int:
     retry = opts.retry if opts.retry.enabled else None
     view = LiveView(out, retry=retry, retry_after=retry_after_ms)
     try:
-        tools = builtin_tools(
-            ws, opts.tools, None if opts.yes else view.confirm, bash_timeout_s=opts.bash_timeout_s
+        tools = coding_tools(
+            ws,
+            opts.tools,
+            confirm=None if opts.yes else view.confirm,
+            bash_timeout_s=opts.bash_timeout_s,
         )
     except ValueError as exc:
         err.print(Text(str(exc), style="red"))
@@ -254,7 +257,7 @@ async def demo_command(
     root = cwd
     ws = Workspace.at(root)
     view = LiveView(out, retry=None)
-    tools = builtin_tools(ws, DEMO_TOOLS, None)
+    tools = coding_tools(ws, DEMO_TOOLS)
     inp = MuleRunInput(
         model=DEMO_MODEL,
         system_prompt=default_system_prompt(root, DEMO_TOOLS),

@@ -1,4 +1,4 @@
-"""The CLI's built-in tools: confinement, paging, truncation, binary refusal, bash, confirmation."""
+"""mule.tools: confinement, paging, truncation, binary refusal, bash, confirmation."""
 
 from __future__ import annotations
 
@@ -9,16 +9,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mule.cli._tools import (
-    MAX_OUTPUT_BYTES,
-    Workspace,
-    bash_tool,
-    builtin_tools,
-    grep_files,
-    list_dir,
-    read_file,
-    run_command,
-)
 from mule.effects._events import MuleEvent, ToolExecutionEnd
 from mule.effects._tools import MuleToolResult
 from mule.pi._content import TextContent, ToolCall
@@ -26,6 +16,17 @@ from mule.pi._messages import UserMessage
 from mule.pi._model import Model
 from mule.pi._scripted import Call, ScriptedModel, reply
 from mule.promise import AbortController, AbortSignal, MuleRunInput, MuleToolPrepared, run
+from mule.tools import (
+    MAX_OUTPUT_BYTES,
+    TOOL_NAMES,
+    Workspace,
+    bash_tool,
+    coding_tools,
+    grep_files,
+    list_dir,
+    read_file,
+    run_command,
+)
 
 MODEL = Model("scripted", "scripted", "scripted", "test", "local:")
 
@@ -273,7 +274,7 @@ async def test_bash_approved_runs(ws: Workspace) -> None:
 
 def test_tool_set_replay_and_unknown_names(ws: Workspace) -> None:
     """read/ls/grep are replay-safe, bash is not; unknown names are refused."""
-    tools = builtin_tools(ws, ("read", "ls", "grep", "bash"), None)
+    tools = coding_tools(ws, TOOL_NAMES)
     assert {t.descriptor.name: t.replay for t in tools} == {
         "read": "safe",
         "ls": "safe",
@@ -281,14 +282,14 @@ def test_tool_set_replay_and_unknown_names(ws: Workspace) -> None:
         "bash": "unsafe",
     }
     with pytest.raises(ValueError, match="unknown tool"):
-        builtin_tools(ws, ("read", "write"), None)
+        coding_tools(ws, ("read", "write"))
 
 
 @pytest.mark.anyio
 async def test_unexpected_tool_exceptions_become_error_results(ws: Workspace) -> None:
     """An OSError inside a tool (a file name too long to stat) is an is_error result."""
     signal = AbortController().signal
-    (read,) = builtin_tools(ws, ("read",), None)
+    (read,) = coding_tools(ws, ("read",))
     prepared = await read.prepare(ToolCall("1", "read", {"path": "a" * 5000}), signal)
     assert isinstance(prepared, MuleToolPrepared)
     parts = [p async for p in prepared.execute(signal)]
