@@ -129,6 +129,11 @@ async def test_hung_pi_times_out_then_is_killed_and_reaped() -> None:
     """No answer → CommandTimeout; stop() escalates past an ignored SIGTERM to SIGKILL."""
     b = Bridge(cfg("hang", stop_grace=0.3))
     async with b:
+        # Under load the fake may start slower than the timeouts below; let it ignore SIGTERM first.
+        for _ in range(3000):  # a bounded poll: no event tells when a stderr line arrived
+            if b.stats.stderr_lines:
+                break
+            await anyio.sleep(0.01)
         with pytest.raises(CommandTimeout):
             await b.command("get_state", time_limit=0.3)
     assert b.returncode == -9

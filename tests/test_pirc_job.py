@@ -9,7 +9,6 @@ from typing import Any
 import pytest
 
 from mule.pi._messages import AssistantMessage, Usage
-from mule.pirc._bridge import _job_input
 from mule.pirc._job import (
     AbortRequested,
     Accepted,
@@ -26,6 +25,7 @@ from mule.pirc._job import (
     RetryEnded,
     RetryStarted,
     SendBarrier,
+    job_input,
     step,
 )
 from mule.pirc._mapper import EventMapper
@@ -67,7 +67,7 @@ def replay(recs: list[dict[str, Any]]) -> tuple[JobState, list[Finish]]:
             if nxt not in SYNC_AFTER_END:
                 run(BarrierPassed(barrier, False))
                 barrier = None
-        inp = _job_input(rec["type"], rec, mapper.map(rec))
+        inp = job_input(rec["type"], rec, mapper.map(rec))
         if inp is not None:
             run(inp)
         if rec["type"] == "agent_start":

@@ -1,6 +1,6 @@
 """The pi RPC bridge: drive `pi --mode rpc` from anyio, as mule events with causal identities."""
 
-from mule.pirc._bridge import Bridge, BridgeStats, EventCallback, Job, Subscription
+from mule.pirc._bridge import Bridge, BridgeStats, EventCallback
 from mule.pirc._buffer import BufferStats, EventBuffer
 from mule.pirc._commands import (
     BridgeError,
@@ -28,7 +28,9 @@ from mule.pirc._events import (
     QueueUpdate,
 )
 from mule.pirc._framing import FrameStats, LineFramer, parse_record
+from mule.pirc._job_handle import Job
 from mule.pirc._mapper import EventMapper
+from mule.pirc._subscription import Subscription
 
 __all__ = [
     "DEFAULT_MAX_LINE_BYTES",

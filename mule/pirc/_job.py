@@ -9,13 +9,14 @@ announced another attempt, the prompt is finished. No timers, no guessing.
 
 from __future__ import annotations
 
-from typing import Literal, TypeAlias, final
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal, TypeAlias, final
 
 from attrs import evolve, frozen
 
 from mule.effects._events import RunStatus
 from mule.pi._messages import AssistantMessage
-from mule.pirc._events import PiMessage
+from mule.pirc._events import AgentEnd, BridgeEvent, PiMessage
 
 Phase: TypeAlias = Literal["waiting", "running", "settling", "retrying", "compacting", "done"]
 
@@ -210,6 +211,28 @@ def step(state: JobState, event: JobInput) -> tuple[JobState, tuple[JobAction, .
     raise AssertionError(f"unhandled job input {event!r}")
 
 
+def job_input(
+    kind: object, record: Mapping[str, Any], events: Sequence[BridgeEvent]
+) -> JobInput | None:
+    """Return what a pi event record of type `kind` tells the job machine (None: nothing)."""
+    match kind:
+        case "agent_start":
+            return AgentStarted()
+        case "agent_end":
+            ends = [e for e in events if isinstance(e, AgentEnd)]
+            return AgentEnded(ends[0].messages if ends else ())
+        case "auto_retry_start":
+            return RetryStarted()
+        case "auto_retry_end":
+            err = record.get("finalError")
+            return RetryEnded(record.get("success") is True, err if isinstance(err, str) else None)
+        case "compaction_start":
+            return CompactionStarted()
+        case "compaction_end":
+            return CompactionEnded(record.get("willRetry") is True)
+    return None
+
+
 __all__ = [
     "AbortRequested",
     "Accepted",
@@ -227,6 +250,7 @@ __all__ = [
     "RetryEnded",
     "RetryStarted",
     "SendBarrier",
+    "job_input",
     "outcome_of",
     "step",
 ]

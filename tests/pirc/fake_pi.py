@@ -81,6 +81,8 @@ def run(text: str) -> None:
 def main() -> None:
     if SCENARIO == "hang":
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        sys.stderr.write("hang: ignoring SIGTERM\n")  # tests wait for this before timing out
+        sys.stderr.flush()
     streaming = False
     for line in sys.stdin:
         cmd = json.loads(line)

@@ -16,7 +16,7 @@ import attrs
 from anyio.abc import TaskGroup
 
 from mule.effects._events import MessageEnd, MessageUpdate, ToolExecutionEnd
-from mule.pirc._bridge import Bridge, Subscription
+from mule.pirc import Bridge, Subscription
 from mule.pirc._commands import BridgeError
 from mule.pirc._config import BridgeConfig
 from mule.pirc._events import BridgeEvent, ExtensionUIRequest, JobResult

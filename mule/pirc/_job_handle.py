@@ -1,0 +1,74 @@
+"""A prompt's job as its caller sees it: a run identity, `done`, then a result or a failure."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import final
+
+import anyio
+
+from mule.effects import MuleIdentity
+from mule.pirc._commands import BridgeError, JobTimeout
+from mule.pirc._events import JobResult
+from mule.pirc._job import JobState
+
+
+@final
+class Job:
+    """One prompt's run: done when the job state machine says so, with a `JobResult`.
+
+    `stop` shuts the bridge's pi down (a job that times out or is cancelled takes pi with it);
+    `timeout` is the default limit of `wait`.
+    """
+
+    def __init__(
+        self, run: MuleIdentity, stop: Callable[[], Awaitable[object]], timeout: float
+    ) -> None:
+        self.run = run
+        self.done = anyio.Event()
+        self.state = JobState()
+        self.prompt_id: str | None = None
+        self._stop = stop
+        self._timeout = timeout
+        self._result: JobResult | None = None
+        self._error: BridgeError | None = None
+
+    @property
+    def result(self) -> JobResult | None:
+        """The result once done (None while running or if pi died)."""
+        return self._result
+
+    def settle(self, result: JobResult, error: BridgeError | None = None) -> None:
+        """Record how the job ended (the bridge calls this, then sets `done`)."""
+        self._result = result
+        self._error = error
+
+    async def wait(self, time_limit: float | None = None) -> JobResult:
+        """Wait for the result; on timeout or cancellation abort the job and stop pi.
+
+        Raises `JobTimeout`, or `ProcessExited` if pi died before the job finished.
+        """
+        limit = self._timeout if time_limit is None else time_limit
+        try:
+            with anyio.move_on_after(limit):
+                await self.done.wait()
+        except anyio.get_cancelled_exc_class():
+            with anyio.CancelScope(shield=True):
+                await self._stop()
+            raise
+        if not self.done.is_set():
+            with anyio.CancelScope(shield=True):
+                await self._stop()
+            raise JobTimeout(limit)
+        return self.outcome()
+
+    def outcome(self) -> JobResult:
+        """Return the result of a finished job, or raise its failure."""
+        if self._error is not None:
+            raise self._error
+        if self._result is None:
+            raise RuntimeError("job is not finished")
+        return self._result
+
+
+__all__ = ["Job"]
