@@ -14,7 +14,7 @@ import sys
 import anyio  # noqa: F401 (imported before forking so children start warm)
 import trio  # noqa: F401
 
-from mule.testing.crash import child_main, load_factory
+from mule.testing._crash_scenario import child_main, load_factory
 
 
 def main(argv: list[str]) -> None:
@@ -37,6 +37,9 @@ def main(argv: list[str]) -> None:
                 code = 1
             finally:
                 os._exit(code)
+
+
+__all__ = ["main"]
 
 
 if __name__ == "__main__":

@@ -24,6 +24,8 @@ import h11
 from anyio.abc import SocketStream
 from attrs import define, field, frozen
 
+from mule.testing._http import read_request
+
 # -- the scripted server ---------------------------------------------------------------------
 
 
@@ -131,30 +133,12 @@ class FakeServer:
 
 
 async def _read_request(stream: SocketStream) -> Recorded | None:
-    conn = h11.Connection(h11.SERVER)
-    head: h11.Request | None = None
-    body = bytearray()
-    while True:
-        event = conn.next_event()
-        if event is h11.NEED_DATA:
-            try:
-                data = await stream.receive(65536)
-            except anyio.EndOfStream:
-                data = b""
-            conn.receive_data(data)
-            if not data and head is None:
-                return None
-            continue
-        if isinstance(event, h11.Request):
-            head = event
-        elif isinstance(event, h11.Data):
-            body += event.data
-        elif isinstance(event, h11.EndOfMessage):
-            assert head is not None
-            headers = {k.decode().lower(): v.decode() for k, v in head.headers}
-            return Recorded(head.method.decode(), head.target.decode(), headers, bytes(body))
-        elif isinstance(event, h11.ConnectionClosed):
-            return None
+    got = await read_request(h11.Connection(h11.SERVER), stream)
+    if got is None:
+        return None
+    head, body = got
+    headers = {k.decode().lower(): v.decode() for k, v in head.headers}
+    return Recorded(head.method.decode(), head.target.decode(), headers, body)
 
 
 async def _send_reply(stream: SocketStream, reply: Reply) -> None:
