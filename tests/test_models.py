@@ -29,8 +29,8 @@ from mule.pi.models import (
     models_are_equal,
     resolve_config_value,
 )
-from mule.pi.models._custom import strip_json_comments
 from mule.pi.models._generate_catalogue import _DEFAULT_SOURCE, APIS, build
+from mule.pi.models._models_json import strip_json_comments
 
 CATALOGUE = Path(__file__).parents[1] / "mule/pi/models/_catalogue.json"
 

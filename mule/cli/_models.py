@@ -12,8 +12,14 @@ from rich.console import Console
 from rich.table import Table
 
 from mule.pi._model import Model
-from mule.pi.models import DEFAULT_CONTEXT_WINDOW, DEFAULT_MAX_TOKENS, Registry, load_models_json
-from mule.pi.models._custom import ModelsJsonError, default_models_json_path
+from mule.pi.models import (
+    DEFAULT_CONTEXT_WINDOW,
+    DEFAULT_MAX_TOKENS,
+    ModelsJsonError,
+    Registry,
+    default_models_json_path,
+    load_models_json,
+)
 from mule.pi.providers._env import ENV_API_KEYS, env_api_key
 
 CUSTOM_API = "openai-completions"

@@ -10,17 +10,19 @@ from __future__ import annotations
 
 from mule.pi._model import Model
 from mule.pi.models._catalogue import builtin_models, catalogue_source
+from mule.pi.models._config_values import (
+    default_agent_dir,
+    default_models_json_path,
+    resolve_config_value,
+)
 from mule.pi.models._custom import (
     DEFAULT_CONTEXT_WINDOW,
     DEFAULT_MAX_TOKENS,
     CustomConfig,
     ModelsJsonError,
     ProviderRequestConfig,
-    default_agent_dir,
-    default_models_json_path,
-    parse_models_config,
-    resolve_config_value,
 )
+from mule.pi.models._models_json import parse_models_config
 from mule.pi.models._registry import (
     Registry,
     RequestAuth,

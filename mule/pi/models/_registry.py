@@ -11,17 +11,19 @@ from returns.result import Failure, Result, Success
 
 from mule.pi._model import Model, ModelThinkingLevel
 from mule.pi.models._catalogue import builtin_models
-from mule.pi.models._custom import (
-    CustomConfig,
-    ProviderRequestConfig,
-    apply_override,
+from mule.pi.models._config_values import (
     default_models_json_path,
-    merge_compat,
-    read_models_json,
     resolve_config_value,
     resolve_config_value_or_raise,
     resolve_headers,
 )
+from mule.pi.models._custom import (
+    CustomConfig,
+    ProviderRequestConfig,
+    apply_override,
+    merge_compat,
+)
+from mule.pi.models._models_json import read_models_json
 from mule.pi.providers._simple import clamp_thinking_level as _clamp
 from mule.pi.providers._simple import supported_thinking_levels
 
