@@ -1,11 +1,19 @@
 """Runs per second through DBOS (1 and 2 workers) against in-process runs; cost per step.
 
-    .venv/bin/python bench/dbos_throughput.py [--runs 60] [--concurrency 8]
+    .venv/bin/python bench/dbos_throughput.py [--workload s2|crash] [--runs 300]
+        [--concurrency 100]
 
 Starts a throwaway PostgreSQL with scripts/pg-start (stopped at the end) and worker processes
-(this file with --worker). The run is the crash matrix's scenario (mule.testing.crash): four
-model attempts (one fails and is retried) and five tool calls, no-op tools that append one
-line to a file; 9 DBOS steps per run. Reported:
+(this file with --worker). Workloads:
+
+- `s2` (the default): the true-floor benchmark's S2-shaped run (bench/_workload.py): 5 turns
+  of 20 text deltas from a provider-shaped stream, 2 parallel `echo` calls in each turn but
+  the last; 13 DBOS steps per run (5 model attempts, 8 tool executions).
+- `crash`: the crash matrix's scenario (mule.testing.crash): four model attempts (one fails
+  and is retried) and five tool calls, no-op tools that append one line to a file; 9 steps.
+
+`--concurrency` is the number in flight: the worker's concurrency (and the in-process
+semaphore). Reported:
 
 - runs/s: wall clock from the first start to the last result (DBOS: enqueue and wait from a
   client process, so queue pickup is included);
@@ -32,15 +40,32 @@ import anyio
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+import anyio.lowlevel  # noqa: E402
+
 import mule.promise as promise  # noqa: E402
-from mule.pi._messages import Message, UserMessage  # noqa: E402
+from bench import _mule_side  # noqa: E402
+from bench._workload import Workload  # noqa: E402
+from mule.pi import Message, UserMessage  # noqa: E402
 from mule.testing.crash import MODEL, PROMPT, RETRY, SYSTEM, ScenarioModel, scenario_tools  # noqa: E402
 
-STEPS_PER_RUN = 9  # 4 model attempts + 5 tool executions
+S2 = Workload(5, 20)
+S2_SCRIPT = S2.script()
+# DBOS steps per run: model attempts + tool executions.
+STEPS_PER_RUN = {"crash": 9, "s2": S2.turns + S2.calls * (S2.turns - 1)}
 
 
-def scenario_input(messages: tuple[Message, ...], effects: Path) -> promise.MuleRunInput:
+def scenario_input(
+    workload: str, messages: tuple[Message, ...], effects: Path
+) -> promise.MuleRunInput:
     """Return the benchmark run's input."""
+    if workload == "s2":
+        return promise.MuleRunInput(
+            model=_mule_side.MODEL,
+            system_prompt="bench",
+            messages=messages,
+            stream=_mule_side.stream_for(S2_SCRIPT, anyio.lowlevel.checkpoint),
+            tools=(_mule_side.echo,),
+        )
     return promise.MuleRunInput(
         model=MODEL,
         system_prompt=SYSTEM,
@@ -51,17 +76,18 @@ def scenario_input(messages: tuple[Message, ...], effects: Path) -> promise.Mule
     )
 
 
-def prompt() -> tuple[Message, ...]:
-    return (UserMessage(PROMPT, int(time.time() * 1000)),)
+def prompt(workload: str) -> tuple[Message, ...]:
+    text = "go" if workload == "s2" else PROMPT
+    return (UserMessage(text, int(time.time() * 1000)),)
 
 
 # -- the worker side ----------------------------------------------------------------------------
 
 
-def worker_main(url: str, executor_id: str, concurrency: int, effects: str) -> None:
+def worker_main(url: str, executor_id: str, concurrency: int, effects: str, workload: str) -> None:
     from mule.dbos import launch_worker, register_agent
 
-    register_agent("bench", lambda messages: scenario_input(messages, Path(effects)))
+    register_agent("bench", lambda messages: scenario_input(workload, messages, Path(effects)))
     worker = launch_worker(
         url, executor_id=executor_id, worker_concurrency=concurrency, queue_poll_s=0.01
     )
@@ -70,9 +96,18 @@ def worker_main(url: str, executor_id: str, concurrency: int, effects: str) -> N
     worker.stop()
 
 
-def spawn_worker(url: str, concurrency: int, effects: Path) -> subprocess.Popen[str]:
+def spawn_worker(url: str, concurrency: int, effects: Path, workload: str) -> subprocess.Popen[str]:
     executor = f"bench-{uuid.uuid4().hex[:6]}"
-    args = [sys.executable, __file__, "--worker", url, executor, str(concurrency), str(effects)]
+    args = [
+        sys.executable,
+        __file__,
+        "--worker",
+        url,
+        executor,
+        str(concurrency),
+        str(effects),
+        workload,
+    ]
     proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     assert proc.stdout is not None
     line = proc.stdout.readline().strip()
@@ -93,18 +128,20 @@ def stop_worker(proc: subprocess.Popen[str]) -> None:
 # -- measurements ------------------------------------------------------------------------------
 
 
-async def in_process(runs: int, concurrency: int, effects: Path) -> tuple[float, float]:
+async def in_process(
+    workload: str, runs: int, concurrency: int, effects: Path
+) -> tuple[float, float]:
     """Return (runs/s with `concurrency` at once, median seconds of one run alone)."""
     alone: list[float] = []
     for _ in range(10):
         t = time.perf_counter()
-        await promise.run(scenario_input(prompt(), effects))
+        await promise.run(scenario_input(workload, prompt(workload), effects))
         alone.append(time.perf_counter() - t)
     limit = anyio.Semaphore(concurrency)
 
     async def one() -> None:
         async with limit:
-            await promise.run(scenario_input(prompt(), effects))
+            await promise.run(scenario_input(workload, prompt(workload), effects))
 
     t = time.perf_counter()
     async with anyio.create_task_group() as tg:
@@ -113,21 +150,21 @@ async def in_process(runs: int, concurrency: int, effects: Path) -> tuple[float,
     return runs / (time.perf_counter() - t), statistics.median(alone)
 
 
-def through_dbos(client: Any, runs: int) -> float:
+def through_dbos(client: Any, workload: str, runs: int) -> float:
     """Return runs/s: enqueue `runs` runs, wait for every result."""
     t = time.perf_counter()
-    ids = [client.start("bench", prompt()) for _ in range(runs)]
+    ids = [client.start("bench", prompt(workload)) for _ in range(runs)]
     for run_id in ids:
         summary = client.result(run_id)
         assert summary.status == "completed", summary.error
     return runs / (time.perf_counter() - t)
 
 
-def dbos_alone(client: Any, n: int = 10) -> float:
+def dbos_alone(client: Any, workload: str, n: int = 10) -> float:
     """Return the median execution time of one run alone (dequeue to last update)."""
     took: list[float] = []
     for _ in range(n):
-        run_id = client.start("bench", prompt())
+        run_id = client.start("bench", prompt(workload))
         client.result(run_id)
         status = client.client.retrieve_workflow(run_id).get_status()
         took.append((status.updated_at - status.dequeued_at) / 1000)
@@ -136,16 +173,18 @@ def dbos_alone(client: Any, n: int = 10) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=60)
-    parser.add_argument("--concurrency", type=int, default=8)
+    parser.add_argument("--workload", choices=["s2", "crash"], default="s2")
+    parser.add_argument("--runs", type=int, default=300)
+    parser.add_argument("--concurrency", type=int, default=100, help="runs in flight")
     args = parser.parse_args()
+    wl = args.workload
 
     from mule.dbos import MuleDBOSClient
 
     with tempfile.TemporaryDirectory() as tmp:
         here = Path(tmp)
         effects = here / "effects"
-        local_rate, local_alone = anyio.run(in_process, args.runs, args.concurrency, effects)
+        local_rate, local_alone = anyio.run(in_process, wl, args.runs, args.concurrency, effects)
         pg = here / "pg"
         url = subprocess.run(
             [str(ROOT / "scripts" / "pg-start"), str(pg)],
@@ -155,31 +194,35 @@ def main() -> None:
         ).stdout.strip()
         workers: list[subprocess.Popen[str]] = []
         try:
-            workers.append(spawn_worker(url, args.concurrency, effects))
+            workers.append(spawn_worker(url, args.concurrency, effects, wl))
             with MuleDBOSClient(url) as client:
-                through_dbos(client, 5)  # warm up
-                alone = dbos_alone(client)
-                one = through_dbos(client, args.runs)
-                workers.append(spawn_worker(url, args.concurrency, effects))
-                through_dbos(client, 5)
-                two = through_dbos(client, args.runs)
+                through_dbos(client, wl, 5)  # warm up
+                alone = dbos_alone(client, wl)
+                one = through_dbos(client, wl, args.runs)
+                workers.append(spawn_worker(url, args.concurrency, effects, wl))
+                through_dbos(client, wl, 5)
+                two = through_dbos(client, wl, args.runs)
         finally:
             for w in workers:
                 stop_worker(w)
             subprocess.run([str(ROOT / "scripts" / "pg-stop"), str(pg)], check=False)
 
-    per_step_ms = (alone - local_alone) / STEPS_PER_RUN * 1000
-    print(f"cores: {os.cpu_count()}, runs: {args.runs}, concurrency per worker: {args.concurrency}")
+    steps = STEPS_PER_RUN[wl]
+    per_step_ms = (alone - local_alone) / steps * 1000
+    print(
+        f"workload {wl}, cores: {os.cpu_count()}, runs: {args.runs}, "
+        f"in flight per worker: {args.concurrency}"
+    )
     print("| path | runs/s | one run alone (median) |")
     print("|---|---:|---:|")
     print(f"| in-process mule.run | {local_rate:.1f} | {local_alone * 1000:.1f} ms |")
     print(f"| DBOS, 1 worker | {one:.1f} | {alone * 1000:.1f} ms |")
     print(f"| DBOS, 2 workers | {two:.1f} | |")
-    print(f"added cost per step: {per_step_ms:.2f} ms ({STEPS_PER_RUN} steps per run)")
+    print(f"added cost per step: {per_step_ms:.2f} ms ({steps} steps per run)")
 
 
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "--worker":
-        worker_main(sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5])
+        worker_main(sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5], sys.argv[6])
     else:
         main()

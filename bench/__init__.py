@@ -1,0 +1,1 @@
+"""mule's benchmarks: run each as a script (`python bench/NAME.py`) or `python -m bench.NAME`."""

@@ -1,0 +1,79 @@
+"""The true-floor benchmark runs in its quickest mode and its equality checks hold (no timing)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bench import true_floor
+from bench._floor import run_floor
+from bench._mule_side import run_effects, run_promise
+from bench._workload import Mismatch, Record, Workload, backend, check, expected
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.parametrize("backend_name", ["asyncio", "trio"])
+def test_every_side_sees_the_workload(backend_name: str) -> None:
+    """Each paired scenario runs at quick size; every run's record matched the workload."""
+    report = true_floor.run_scenarios(
+        ["s1", "s2", "10k", "scale"], [backend_name], true_floor.QUICK, 1, quick=True
+    )
+    got = report.results[backend_name]
+    assert got["s1"]["events"] == true_floor.QUICK.s1.events
+    assert got["s2"]["events"] == true_floor.QUICK.s2.events * true_floor.QUICK.s2_runs
+    assert set(got["s1"]["ratio"]) == {true_floor.PROMISE, true_floor.EFFECTS}
+    assert {r[0] for r in report.rows()} >= {"S1 mule.run (x floor)", "S2 mule.run (x floor)"}
+
+
+@pytest.mark.parametrize("side", [run_floor, run_promise, run_effects])
+def test_a_record_that_differs_is_a_mismatch(side: object) -> None:
+    """A side's record is compared for real: another workload's record does not pass."""
+    be = backend("asyncio")
+    script = Workload(2, 3).script()
+    rec: Record = be.run(lambda: side(script, be.yield_now))  # type: ignore[operator]
+    check("side", rec, expected(script))
+    with pytest.raises(Mismatch, match="deltas differ"):
+        check("side", rec, expected(Workload(2, 4).script()))
+    rec.results.pop()
+    with pytest.raises(Mismatch, match="results differ"):
+        check("side", rec, expected(script))
+
+
+def test_the_record_counts_what_the_workload_says() -> None:
+    work = Workload(3, 5, calls=2)
+    want = expected(work.script())
+    assert len(want.deltas) == 15
+    assert len(want.calls) == len(want.results) == 4
+    assert work.events == 15 + 8
+    assert want.results[0] == ("call_0_0", "echo:0")
+
+
+@pytest.mark.slow
+def test_the_cli_quick_mode_prints_the_table() -> None:
+    """The fresh-process scenarios (RSS, first run, import) run and the table is printed."""
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "bench/true_floor.py"),
+            "--quick",
+            "--backend",
+            "asyncio",
+            "--scenario",
+            "s1",
+            "rss",
+            "first",
+            "import",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=True,
+    )
+    out = done.stdout
+    for row in ("S1 mule.run (x floor)", "S2 peak RSS mule.run (MB)", "import mule (ms)"):
+        assert row in out, out
+    assert "first run after import, mule.effects.run (ms)" in out
