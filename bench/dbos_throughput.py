@@ -125,6 +125,10 @@ def stop_worker(proc: subprocess.Popen[str]) -> None:
     proc.stdout.close()
 
 
+def _say(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
 # -- measurements ------------------------------------------------------------------------------
 
 
@@ -176,6 +180,7 @@ def main() -> None:
     parser.add_argument("--workload", choices=["s2", "crash"], default="s2")
     parser.add_argument("--runs", type=int, default=300)
     parser.add_argument("--concurrency", type=int, default=100, help="runs in flight")
+    parser.add_argument("--workers", type=int, choices=[1, 2], default=2)
     args = parser.parse_args()
     wl = args.workload
 
@@ -185,6 +190,7 @@ def main() -> None:
         here = Path(tmp)
         effects = here / "effects"
         local_rate, local_alone = anyio.run(in_process, wl, args.runs, args.concurrency, effects)
+        _say(f"in-process: {local_rate:.1f} runs/s, one run alone {local_alone * 1000:.1f} ms")
         pg = here / "pg"
         url = subprocess.run(
             [str(ROOT / "scripts" / "pg-start"), str(pg)],
@@ -198,10 +204,15 @@ def main() -> None:
             with MuleDBOSClient(url) as client:
                 through_dbos(client, wl, 5)  # warm up
                 alone = dbos_alone(client, wl)
+                _say(f"DBOS one run alone: {alone * 1000:.1f} ms")
                 one = through_dbos(client, wl, args.runs)
-                workers.append(spawn_worker(url, args.concurrency, effects, wl))
-                through_dbos(client, wl, 5)
-                two = through_dbos(client, wl, args.runs)
+                _say(f"DBOS, 1 worker: {one:.1f} runs/s")
+                two = None
+                if args.workers == 2:
+                    workers.append(spawn_worker(url, args.concurrency, effects, wl))
+                    through_dbos(client, wl, 5)
+                    two = through_dbos(client, wl, args.runs)
+                    _say(f"DBOS, 2 workers: {two:.1f} runs/s")
         finally:
             for w in workers:
                 stop_worker(w)
@@ -217,7 +228,8 @@ def main() -> None:
     print("|---|---:|---:|")
     print(f"| in-process mule.run | {local_rate:.1f} | {local_alone * 1000:.1f} ms |")
     print(f"| DBOS, 1 worker | {one:.1f} | {alone * 1000:.1f} ms |")
-    print(f"| DBOS, 2 workers | {two:.1f} | |")
+    if two is not None:
+        print(f"| DBOS, 2 workers | {two:.1f} | |")
     print(f"added cost per step: {per_step_ms:.2f} ms ({steps} steps per run)")
 
 

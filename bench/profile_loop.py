@@ -15,13 +15,17 @@
 3. `profile`: cProfile of S1 (or S2) through one side, the top functions by own time, in
    microseconds per workload event (cProfile inflates small functions; read it for shares).
 
-    .venv/bin/python bench/profile_loop.py [ladder] [fit] [profile] [--backend asyncio]
+4. `micro`: nanoseconds per operation of the pieces the per-event and per-turn paths are made
+   of (public names only), for sizing the gap.
+
+    .venv/bin/python bench/profile_loop.py [ladder] [fit] [profile] [micro] [--backend asyncio]
         [--side mule.run|mule.effects.run] [--s2] [--rounds N] [--top 30]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import cProfile
 import gc
 import pstats
@@ -217,6 +221,125 @@ def profile(be: Backend, side: str, work: Workload, runs: int, top: int) -> None
     be.run(go)
 
 
+def _per_op(fn: Callable[[], object], n: int = 20_000) -> float:
+    """Best-of-5 nanoseconds per call of `fn`."""
+    best = float("inf")
+    for _ in range(5):
+        start = time.perf_counter()
+        for _ in range(n):
+            fn()
+        best = min(best, time.perf_counter() - start)
+    return best / n * 1e9
+
+
+def micro(be: Backend) -> list[tuple[str, float]]:
+    """Nanoseconds per operation of the per-event and per-turn pieces (public names only)."""
+    import anyio
+    import attrs
+    from returns.result import Success
+
+    import mule.effects as fx
+    from mule import AbortController, AbortSignal, MuleIdentity
+    from mule.pi import StreamOptions, Tool, ToolCall, ToolValidator
+
+    b = PartialBuilder(api="bench", provider="bench", model="bench", timestamp=0)
+    i = b.open_text()
+    snap = b.snapshot()
+    ev = TextDeltaEvent(content_index=i, delta="0000", partial=snap)
+    run = MuleIdentity("run", "run:0")
+    turn = MuleIdentity("turn", "turn:1", run)
+    mid = MuleIdentity("message", "message:2", turn)
+    rec = Record()
+    plain = _mule_side.listener_for(rec)
+    core = _mule_side.core_listener_for(rec)
+    update = fx.MessageUpdate(run, turn, mid, snap, ev)
+    signal = AbortSignal()
+    tool = Tool("echo", "Echo.", _mule_side.SCHEMA)
+    validator = ToolValidator.for_tool(tool)
+    call = ToolCall("c", "echo", {"x": 1})
+    options = StreamOptions()
+
+    def grow() -> None:
+        b.append(i, "0000")
+        b.snapshot()
+
+    def drive(coro: Any) -> None:
+        with contextlib.suppress(StopIteration):
+            coro.send(None)
+
+    out = [
+        ("PartialBuilder.append + snapshot (1 block)", _per_op(grow)),
+        (
+            "TextDeltaEvent(...)",
+            _per_op(lambda: TextDeltaEvent(content_index=0, delta="x", partial=snap)),
+        ),
+        ("MessageUpdate(...)", _per_op(lambda: fx.MessageUpdate(run, turn, mid, snap, ev))),
+        ("MuleIdentity(...)", _per_op(lambda: MuleIdentity("turn", "turn:1", run))),
+        ("plain listener call (the recorder)", _per_op(lambda: plain(update, signal))),
+        ("core listener: coroutine made and run", _per_op(lambda: drive(core(update, signal)))),
+        ("Success(None)", _per_op(lambda: Success(None))),
+        (
+            "attrs.evolve(StreamOptions, signal=...)",
+            _per_op(lambda: attrs.evolve(options, signal=signal)),
+        ),
+        ("AbortController()", _per_op(AbortController)),
+        (
+            "ToolValidator.for_tool(tool).validate(call)",
+            _per_op(lambda: ToolValidator.for_tool(tool).validate(call), 5000),
+        ),
+        ("validator.validate(call) (compiled)", _per_op(lambda: validator.validate(call), 5000)),
+        (
+            "anyio.create_memory_object_stream(1)",
+            _per_op(lambda: anyio.create_memory_object_stream[str](1), 5000),
+        ),
+        ("anyio.Event()", _per_op(anyio.Event, 5000)),
+    ]
+
+    async def in_loop() -> list[tuple[str, float]]:
+        from anyio.lowlevel import checkpoint, checkpoint_if_cancelled
+
+        async def nothing() -> None:
+            return None
+
+        async def timed(
+            label: str, make: Callable[[], Awaitable[object]], n: int
+        ) -> tuple[str, float]:
+            best = float("inf")
+            for _ in range(5):
+                start = time.perf_counter()
+                for _ in range(n):
+                    await make()
+                best = min(best, time.perf_counter() - start)
+            return label, best / n * 1e9
+
+        got = [
+            await timed("the floor's yield (one event-loop round trip)", be.yield_now, 20_000),
+            await timed("anyio.lowlevel.checkpoint()", checkpoint, 20_000),
+            await timed(
+                "anyio.lowlevel.checkpoint_if_cancelled()", checkpoint_if_cancelled, 20_000
+            ),
+        ]
+        async with anyio.create_task_group() as tg:
+
+            def spawn() -> Awaitable[None]:
+                tg.start_soon(nothing)
+                return be.yield_now()
+
+            got.append(await timed("task group start_soon + one yield", spawn, 5000))
+        send, recv = anyio.create_memory_object_stream[int](float("inf"))
+
+        async def roundtrip() -> None:
+            await send.send(1)
+            await recv.receive()
+
+        got.append(await timed("memory stream send + receive (ready)", roundtrip, 20_000))
+        send.close()
+        recv.close()
+        return got
+
+    return out + be.run(in_loop)
+
+
 def main() -> None:
     """Parse arguments and run the asked parts."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -240,6 +363,10 @@ def main() -> None:
         print(f"fit (4 turns, {args.backend}, median of {max(3, args.rounds // 3)} per point)")
         for line in fit(be, args.side, 4, (20, 200, 800), max(3, args.rounds // 3)):
             print("  " + line)
+    if "micro" in args.parts:
+        print(f"micro ({args.backend}): ns per operation, best of 5")
+        for label, ns in micro(be):
+            print(f"  {ns:9.0f}  {label}")
     if "profile" in args.parts:
         work, runs = (Workload(5, 20), 1000) if args.s2 else (S1, 1)
         profile(be, args.side, work, runs, args.top)
