@@ -1,9 +1,15 @@
-"""JSON value types shared by Pi's data model."""
+"""JSON value types shared by Pi's data model, and JavaScript-style JSON text.
+
+`stringify` writes what Pi's `JSON.stringify` writes for the values providers send and replay
+(compact separators, non-ASCII kept as it is); `loads` is `json.loads` whose only failure is a
+`ValueError`, also for input nested too deeply for Python's recursive decoder.
+"""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
-from typing import TypeAlias
+from typing import Any, TypeAlias
 
 # A JSON value as Python holds it after `json.loads`. Sequences and mappings are accepted so that
 # immutable containers (tuples, MappingProxyType) are JSON values too.
@@ -12,4 +18,33 @@ JsonValue: TypeAlias = (
 )
 JsonObject: TypeAlias = Mapping[str, JsonValue]
 
-__all__ = ["JsonObject", "JsonValue"]
+# One encoder, built once: json.dumps builds a new one per call when given separators.
+_compact = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+
+
+def stringify(value: object) -> str:
+    """Serialise like JavaScript's `JSON.stringify`: no spaces, non-ASCII characters kept.
+
+    Python's spelling of floats stays (`1.0`, where JavaScript writes `1`).
+
+    >>> stringify({"a": [1, "ü"], "b": None})
+    '{"a":[1,"ü"],"b":null}'
+    """
+    return _compact(value)
+
+
+def loads(text: str | bytes) -> Any:
+    """Decode JSON text; raise `ValueError` for anything that is not a JSON document.
+
+    >>> loads("[" * 100_000)
+    Traceback (most recent call last):
+    ...
+    ValueError: JSON nested too deeply to decode
+    """
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ValueError("JSON nested too deeply to decode") from None
+
+
+__all__ = ["JsonObject", "JsonValue", "loads", "stringify"]

@@ -8,13 +8,13 @@ invalid escapes made literal backslashes).
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
-from partial_json_parser import Allow, loads
+from partial_json_parser import Allow
+from partial_json_parser import loads as loads_partial
 
-from mule.pi._json import JsonObject
+from mule.pi._json import JsonObject, loads
 
 _VALID_ESCAPES = frozenset('"\\/bfnrtu')
 _HEX = frozenset("0123456789abcdefABCDEF")
@@ -77,18 +77,21 @@ def _drop_dangling_number(text: str) -> str:
 
 
 def parse_json_with_repair(text: str) -> Any:
-    """Parse JSON, retrying once on Pi's repaired copy when the first parse fails."""
+    """Parse JSON, retrying once on Pi's repaired copy; any failure is a `ValueError`."""
     try:
-        return json.loads(text)
+        return loads(text)
     except ValueError:
         repaired = repair_json(text)
         if repaired == text:
             raise
-        return json.loads(repaired)
+        return loads(repaired)
 
 
 def parse_streaming_json(text: str) -> JsonObject:
-    """Parse possibly incomplete JSON arguments; always return an object (`{}` as fallback)."""
+    """Parse possibly incomplete JSON arguments; always return an object (`{}` as fallback).
+
+    Arguments nested too deeply for Python's decoders are that fallback too (Pi would parse them).
+    """
     if not text or text.isspace():
         return {}
     value: Any
@@ -96,10 +99,10 @@ def parse_streaming_json(text: str) -> JsonObject:
         value = parse_json_with_repair(text)
     except ValueError:
         try:
-            value = loads(_drop_dangling_number(text), Allow.ALL)
-        except Exception:
+            value = loads_partial(_drop_dangling_number(text), Allow.ALL)
+        except Exception:  # the partial parser's errors, RecursionError among them
             try:
-                value = loads(repair_json(text), Allow.ALL)
+                value = loads_partial(repair_json(text), Allow.ALL)
             except Exception:
                 return {}
     return value if isinstance(value, dict) else {}

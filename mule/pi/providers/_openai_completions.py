@@ -12,9 +12,8 @@ is a failed ("ended without") response, not a silent success.
 
 from __future__ import annotations
 
-import json
 import os
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import Mapping
 from functools import partial
 from typing import Any, Literal, final
 
@@ -22,43 +21,22 @@ from attrs import frozen
 
 from mule.pi._content import ImageContent, TextContent, ThinkingContent, ToolCall
 from mule.pi._context import CacheRetention, Context, StreamOptions, Tool
-from mule.pi._events import (
-    AssistantMessageEvent,
-    DoneEvent,
-    StartEvent,
-    TextDeltaEvent,
-    TextEndEvent,
-    TextStartEvent,
-    ThinkingDeltaEvent,
-    ThinkingEndEvent,
-    ThinkingStartEvent,
-    ToolCallDeltaEvent,
-    ToolCallEndEvent,
-    ToolCallStartEvent,
-)
-from mule.pi._json import JsonObject, JsonValue
+from mule.pi._json import JsonObject, JsonValue, loads, stringify
 from mule.pi._messages import AssistantMessage, Message, StopReason, Usage
 from mule.pi._model import Model, ThinkingLevel
-from mule.pi._partial import PartialBuilder
 from mule.pi._stream import AssistantMessageEventStream
 from mule.pi.providers._env import env_api_key
-from mule.pi.providers._http import (
+from mule.pi.providers._parser import (
     ProviderError,
-    SseConnection,
-    StreamAborted,
-    apply_payload_hook,
-    merge_headers,
-    notify_response,
-    parse_json_event,
-    provider_stream,
+    StreamParser,
+    as_object,
+    decode_object,
+    priced_usage,
+    token_count,
 )
-from mule.pi.providers._simple import (
-    build_base_options,
-    reasoning_effort,
-    resolve_api_key,
-    with_cost,
-)
+from mule.pi.providers._simple import build_base_options, reasoning_effort, resolve_api_key
 from mule.pi.providers._transform import sanitize_surrogates, transform_messages
+from mule.pi.providers._transport import HttpRequest, merge_headers, provider_stream
 
 ThinkingFormat = Literal["openai", "openrouter", "deepseek", "zai", "qwen", "qwen-chat-template"]
 _PROCESSED_TOOL_RESULTS = "I have processed the tool results."
@@ -333,7 +311,7 @@ def _assistant(
             {
                 "id": c.id,
                 "type": "function",
-                "function": {"name": c.name, "arguments": _js_json(c.arguments)},
+                "function": {"name": c.name, "arguments": stringify(c.arguments)},
             }
             for c in calls
         ]
@@ -341,7 +319,7 @@ def _assistant(
         for c in calls:
             if c.thought_signature:
                 try:
-                    details.append(json.loads(c.thought_signature))
+                    details.append(loads(c.thought_signature))
                 except ValueError:
                     continue
         details = [d for d in details if d]
@@ -358,11 +336,6 @@ def _assistant(
     if not content and "tool_calls" not in out:
         return None
     return out
-
-
-def _js_json(value: JsonValue) -> str:
-    """Serialise like `JSON.stringify` (compact, non-ASCII kept)."""
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
 def convert_tools(tools: tuple[Tool, ...], compat: CompletionsCompat) -> list[dict[str, Any]]:
@@ -525,24 +498,17 @@ def build_headers(model: Model, options: StreamOptions, api_key: str) -> dict[st
 
 def parse_usage(raw: Mapping[str, Any], model: Model) -> Usage:
     """Normalise a Chat Completions usage object to Pi's counts (cache reads split out)."""
-    prompt = int(raw.get("prompt_tokens") or 0)
-    details = raw.get("prompt_tokens_details") or {}
-    reported = details.get("cached_tokens")
+    prompt = token_count(raw.get("prompt_tokens")) or 0
+    details = as_object(raw.get("prompt_tokens_details"))
+    reported = token_count(details.get("cached_tokens"))
     if reported is None:
-        reported = raw.get("prompt_cache_hit_tokens") or 0
-    cache_write = int(details.get("cache_write_tokens") or 0)
+        reported = token_count(raw.get("prompt_cache_hit_tokens")) or 0
+    cache_write = token_count(details.get("cache_write_tokens")) or 0
     # Some gateways count this request's cache writes inside cached_tokens; keep reads only.
-    cache_read = max(0, int(reported) - cache_write) if cache_write > 0 else int(reported)
+    cache_read = max(0, reported - cache_write) if cache_write > 0 else reported
     input_tokens = max(0, prompt - cache_read - cache_write)
-    output = int(raw.get("completion_tokens") or 0)
-    usage = Usage(
-        input=input_tokens,
-        output=output,
-        cache_read=cache_read,
-        cache_write=cache_write,
-        total_tokens=input_tokens + output + cache_read + cache_write,
-    )
-    return with_cost(model, usage)
+    output = token_count(raw.get("completion_tokens")) or 0
+    return priced_usage(model, input_tokens, output, cache_read, cache_write)
 
 
 def map_finish_reason(reason: str | None) -> tuple[StopReason, str | None]:
@@ -559,13 +525,38 @@ def map_finish_reason(reason: str | None) -> tuple[StopReason, str | None]:
 _REASONING_FIELDS = ("reasoning_content", "reasoning", "reasoning_text")
 
 
+def error_chunk_text(error: object) -> str:
+    """Word an `{"error": ...}` chunk as the SDK does: its message, else the object as JSON."""
+    text = error.get("message") if isinstance(error, Mapping) else None
+    return text if isinstance(text, str) and text else stringify(error)
+
+
+def _raw_metadata(error: object) -> str | None:
+    if isinstance(error, Mapping):
+        meta = error.get("metadata")
+        if isinstance(meta, Mapping) and meta.get("raw"):
+            return str(meta["raw"])
+    return None
+
+
 @final
-class ChunkParser:
+class CompletionsParser(StreamParser):
     """Turns Chat Completions chunks into Pi events, building the message as it goes."""
 
-    def __init__(self, builder: PartialBuilder, model: Model) -> None:
-        self.b = builder
-        self.model = model
+    __slots__ = (
+        "_have_response_id",
+        "by_id",
+        "by_index",
+        "error_message",
+        "finished",
+        "stop_reason",
+        "text",
+        "thinking",
+    )
+    vendor = "OpenAI"
+
+    def __init__(self, model: Model) -> None:
+        super().__init__(model)
         self.text: int | None = None
         self.thinking: int | None = None
         self.by_index: dict[int, int] = {}
@@ -575,8 +566,19 @@ class ChunkParser:
         self.finished = False  # a finish_reason or [DONE] arrived
         self._have_response_id = False
 
-    def feed(self, chunk: Mapping[str, Any]) -> Iterator[AssistantMessageEvent]:
-        """Apply one chunk; yield the events it causes."""
+    def _on_event(self, event: str, data: str) -> None:
+        if data.startswith("[DONE]"):
+            self.finished = self.ended = True
+            return
+        chunk = decode_object(data)
+        error = chunk.get("error")
+        if error:
+            message = error_chunk_text(error)
+            raw = _raw_metadata(error)
+            raise ProviderError(f"{message}\n{raw}" if raw else message)
+        self._chunk(chunk)
+
+    def _chunk(self, chunk: Mapping[str, Any]) -> None:
         b = self.b
         if not self._have_response_id and chunk.get("id"):
             self._have_response_id = True
@@ -604,27 +606,21 @@ class ChunkParser:
         content = delta.get("content")
         if isinstance(content, str) and content:
             if self.text is None:
-                self.text = b.open_text()
-                yield TextStartEvent(content_index=self.text, partial=b.snapshot())
-            b.append(self.text, content)
-            yield TextDeltaEvent(content_index=self.text, delta=content, partial=b.snapshot())
+                self.text = self._open_text()
+            self._delta(self.text, content)
         # Servers name the reasoning field differently; some send two with the same text.
         for name in _REASONING_FIELDS:
             value = delta.get(name)
             if isinstance(value, str) and value:
                 if self.thinking is None:
-                    self.thinking = b.open_thinking(signature=name)
-                    yield ThinkingStartEvent(content_index=self.thinking, partial=b.snapshot())
-                b.append(self.thinking, value)
-                yield ThinkingDeltaEvent(
-                    content_index=self.thinking, delta=value, partial=b.snapshot()
-                )
+                    self.thinking = self._open_thinking(signature=name)
+                self._delta(self.thinking, value)
                 break
         calls = delta.get("tool_calls")
         if isinstance(calls, list):
             for call in calls:
                 if isinstance(call, Mapping):
-                    yield from self._tool_call(call)
+                    self._tool_call(call)
         details = delta.get("reasoning_details")
         if isinstance(details, list):
             for detail in details:
@@ -637,24 +633,22 @@ class ChunkParser:
                     for i in range(len(b)):
                         block = b.block(i)
                         if isinstance(block, ToolCall) and block.id == detail["id"]:
-                            b.set_tool_call(i, thought_signature=_js_json(dict(detail)))
+                            b.set_tool_call(i, thought_signature=stringify(detail))
                             break
 
-    def _tool_call(self, call: Mapping[str, Any]) -> Iterator[AssistantMessageEvent]:
+    def _tool_call(self, call: Mapping[str, Any]) -> None:
         b = self.b
         stream_index = call.get("index") if isinstance(call.get("index"), int) else None
         call_id = call.get("id") if isinstance(call.get("id"), str) else None
-        raw_fn = call.get("function")
-        fn: Mapping[str, Any] = raw_fn if isinstance(raw_fn, Mapping) else {}
+        fn = as_object(call.get("function"))
         name = fn.get("name") if isinstance(fn.get("name"), str) else None
         i = self.by_index.get(stream_index) if stream_index is not None else None
         if i is None and call_id:
             i = self.by_id.get(call_id)
         if i is None:
-            i = b.open_tool_call(call_id or "", name or "")
+            i = self._open_tool_call(call_id or "", name or "")  # type: ignore[arg-type]
             if stream_index is not None:
                 self.by_index[stream_index] = i
-            yield ToolCallStartEvent(content_index=i, partial=b.snapshot())
         if stream_index is not None and stream_index not in self.by_index:
             self.by_index[stream_index] = i
         if call_id:
@@ -664,49 +658,32 @@ class ChunkParser:
         if not current.id and call_id:
             b.set_tool_call(i, call_id=call_id)
         if not current.name and name:
-            b.set_tool_call(i, name=name)
+            b.set_tool_call(i, name=name)  # type: ignore[arg-type]
         args = fn.get("arguments")
-        fragment = args if isinstance(args, str) else ""
-        if fragment:
-            b.append(i, fragment)
-        yield ToolCallDeltaEvent(content_index=i, delta=fragment, partial=b.snapshot())
+        self._delta(i, args if isinstance(args, str) else "")
 
-    def finish(self) -> Iterator[AssistantMessageEvent]:
-        """Close every block (in content order) and yield `done`; raise for a failed finish."""
-        b = self.b
-        for i in range(len(b)):
-            kind = b.kind(i)
-            if kind == "text":
-                yield TextEndEvent(content_index=i, content=b.text(i), partial=b.snapshot())
-            elif kind == "thinking":
-                yield ThinkingEndEvent(content_index=i, content=b.text(i), partial=b.snapshot())
-            else:
-                call = b.close_tool_call(i)
-                yield ToolCallEndEvent(content_index=i, tool_call=call, partial=b.snapshot())
-        if self.stop_reason in ("error", "aborted"):
-            raise ProviderError(self.error_message or "Provider returned an error stop reason")
-        reason = self.stop_reason
-        assert reason in ("stop", "length", "toolUse")
-        yield DoneEvent(reason=reason, message=b.message(reason))
+    def _on_end(self) -> None:
+        if not self.finished:
+            raise ProviderError("Stream ended without a finish reason")
+        for i in range(len(self.b)):  # every block closes at the end, in content order
+            self._end(i)
+        self._done(self.stop_reason, self.error_message or "Provider returned an error stop reason")
 
 
-def _raw_metadata(error: object) -> str | None:
-    if isinstance(error, Mapping):
-        meta = error.get("metadata")
-        if isinstance(meta, Mapping) and meta.get("raw"):
-            return str(meta["raw"])
-    return None
+def _raise_with_raw_detail(exc: ProviderError) -> ProviderError:
+    raw = _raw_metadata(exc.error_body)
+    if raw:  # OpenRouter explains upstream failures here
+        return ProviderError(f"{exc.message}\n{raw}", exc.diagnostics)
+    return exc
 
 
-async def _produce(
+def _request(
     model: Model,
     context: Context,
     options: StreamOptions,
     effort: ThinkingLevel | None,
     tool_choice: JsonValue,
-    conn: SseConnection,
-    b: PartialBuilder,
-) -> AsyncIterator[AssistantMessageEvent]:
+) -> HttpRequest:
     api_key = options.api_key or env_api_key(model.provider) or ""
     if not api_key:
         raise ProviderError(
@@ -714,44 +691,11 @@ async def _produce(
             "or pass it as an argument."
         )
     compat = get_compat(model)
-    payload = await apply_payload_hook(
-        options,
-        build_params(
-            model, context, options, compat=compat, effort=effort, tool_choice=tool_choice
-        ),
-        model,
+    body = build_params(
+        model, context, options, compat=compat, effort=effort, tool_choice=tool_choice
     )
     url = model.base_url.rstrip("/") + "/chat/completions"
-    try:
-        response = await conn.open(url, build_headers(model, options, api_key), payload)
-    except ProviderError as exc:
-        raw = _raw_metadata(exc.error_body)
-        if raw:  # OpenRouter explains upstream failures here
-            raise ProviderError(f"{exc.message}\n{raw}", exc.diagnostics) from exc
-        raise
-    await notify_response(options, response, model)
-    yield StartEvent(partial=b.snapshot())
-    parser = ChunkParser(b, model)
-    while (event := await conn.next_event()) is not None:
-        if event.data.startswith("[DONE]"):
-            parser.finished = True
-            break
-        chunk = parse_json_event(event)
-        error = chunk.get("error")
-        if error:
-            text = error.get("message") if isinstance(error, Mapping) else None
-            message = text if isinstance(text, str) and text else _js_json(error)
-            raw = _raw_metadata(error)
-            raise ProviderError(f"{message}\n{raw}" if raw else message)
-        for ev in parser.feed(chunk):
-            yield ev
-    signal = options.signal
-    if signal is not None and signal.aborted:
-        raise StreamAborted
-    if not parser.finished:
-        raise ProviderError("Stream ended without a finish reason")
-    for ev in parser.finish():
-        yield ev
+    return HttpRequest(url, build_headers(model, options, api_key), body)
 
 
 def stream_openai_completions(
@@ -765,7 +709,11 @@ def stream_openai_completions(
     """Stream a Chat Completions response (Pi's `streamOpenAICompletions`); never raises."""
     opts = options or StreamOptions()
     return provider_stream(
-        model, opts, partial(_produce, model, context, opts, effort, tool_choice)
+        model,
+        opts,
+        CompletionsParser(model),
+        partial(_request, model, context, opts, effort, tool_choice),
+        on_http_error=_raise_with_raw_detail,
     )
 
 
@@ -780,14 +728,15 @@ def stream_simple_openai_completions(
 
 
 __all__ = [
-    "ChunkParser",
     "CompletionsCompat",
+    "CompletionsParser",
     "ThinkingFormat",
     "build_headers",
     "build_params",
     "convert_messages",
     "convert_tools",
     "detect_compat",
+    "error_chunk_text",
     "get_compat",
     "map_finish_reason",
     "parse_usage",

@@ -12,59 +12,34 @@ failure ("Stream ended before a terminal response event"), and `response.incompl
 
 from __future__ import annotations
 
-import json
-from collections.abc import AsyncIterator, Iterator, Mapping
 from functools import partial
-from typing import Any, final
+from typing import Any, Final, final
 
 from mule.pi._content import ImageContent, TextContent, ThinkingContent
 from mule.pi._context import Context, StreamOptions, Tool
-from mule.pi._events import (
-    AssistantMessageEvent,
-    DoneEvent,
-    StartEvent,
-    TextDeltaEvent,
-    TextEndEvent,
-    TextStartEvent,
-    ThinkingDeltaEvent,
-    ThinkingEndEvent,
-    ThinkingStartEvent,
-    ToolCallDeltaEvent,
-    ToolCallEndEvent,
-    ToolCallStartEvent,
-)
-from mule.pi._json import JsonValue
-from mule.pi._messages import AssistantMessage, StopReason, Usage
+from mule.pi._cost import calculate_cost
+from mule.pi._json import JsonObject, JsonValue, loads, stringify
+from mule.pi._messages import AssistantMessage, StopReason
 from mule.pi._model import Model, ThinkingLevel
-from mule.pi._partial import PartialBuilder
 from mule.pi._partial_json import parse_streaming_json
 from mule.pi._stream import AssistantMessageEventStream
 from mule.pi.providers._env import env_api_key
-from mule.pi.providers._http import (
+from mule.pi.providers._openai_completions import error_chunk_text, resolve_cache_retention
+from mule.pi.providers._parser import (
     ProviderError,
-    SseConnection,
-    StreamAborted,
-    apply_payload_hook,
-    merge_headers,
-    notify_response,
-    parse_json_event,
-    provider_stream,
+    StreamParser,
+    as_object,
+    decode_object,
+    priced_usage,
+    read_stop_reason,
+    token_count,
 )
-from mule.pi.providers._openai_completions import resolve_cache_retention
-from mule.pi.providers._simple import (
-    build_base_options,
-    reasoning_effort,
-    resolve_api_key,
-    with_cost,
-)
+from mule.pi.providers._simple import build_base_options, reasoning_effort, resolve_api_key
 from mule.pi.providers._transform import sanitize_surrogates, short_hash, transform_messages
+from mule.pi.providers._transport import HttpRequest, merge_headers, provider_stream
 
 # Providers whose Responses tool-call ids ("<call_id>|<item id>") can be replayed as they are.
 OPENAI_TOOL_CALL_PROVIDERS = frozenset({"openai", "openai-codex", "opencode"})
-
-
-def _js_json(value: JsonValue) -> str:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
 def encode_text_signature(item_id: str, phase: str | None = None) -> str:
@@ -76,7 +51,7 @@ def encode_text_signature(item_id: str, phase: str | None = None) -> str:
     payload: dict[str, JsonValue] = {"v": 1, "id": item_id}
     if phase:
         payload["phase"] = phase
-    return _js_json(payload)
+    return stringify(payload)
 
 
 def parse_text_signature(signature: str | None) -> tuple[str, str | None] | None:
@@ -85,7 +60,7 @@ def parse_text_signature(signature: str | None) -> tuple[str, str | None] | None
         return None
     if signature.startswith("{"):
         try:
-            parsed = json.loads(signature)
+            parsed = loads(signature)
         except ValueError:
             parsed = None
         if isinstance(parsed, dict) and parsed.get("v") == 1 and isinstance(parsed.get("id"), str):
@@ -186,7 +161,7 @@ def _assistant_items(model: Model, msg: AssistantMessage, msg_index: int) -> lis
     for block in msg.content:
         if isinstance(block, ThinkingContent):
             if block.thinking_signature:
-                items.append(json.loads(block.thinking_signature))
+                items.append(loads(block.thinking_signature))
         elif isinstance(block, TextContent):
             parsed = parse_text_signature(block.text_signature)
             item_id = parsed[0] if parsed else None
@@ -216,7 +191,7 @@ def _assistant_items(model: Model, msg: AssistantMessage, msg_index: int) -> lis
             if fc_id and not (other_model and fc_id.startswith("fc_")):
                 call["id"] = fc_id.split("|", 1)[0]
             call.update(
-                {"call_id": call_id, "name": block.name, "arguments": _js_json(block.arguments)}
+                {"call_id": call_id, "name": block.name, "arguments": stringify(block.arguments)}
             )
             items.append(call)
     return items
@@ -296,246 +271,236 @@ def build_headers(model: Model, options: StreamOptions, api_key: str) -> dict[st
 # -- response --------------------------------------------------------------------------------
 
 
+_STATUS: Final[dict[str, StopReason]] = {
+    "completed": "stop",
+    "in_progress": "stop",
+    "queued": "stop",
+    "incomplete": "length",
+    "failed": "error",
+    "cancelled": "error",
+}
+
+
 def map_status(status: object) -> StopReason:
     """Map a response status to Pi's stop reason."""
-    if not status or status in ("completed", "in_progress", "queued"):
-        return "stop"
-    if status == "incomplete":
-        return "length"
-    if status in ("failed", "cancelled"):
-        return "error"
-    raise ProviderError(f"Unhandled stop reason: {status}")
+    return read_stop_reason(_STATUS, str(status)) if status else "stop"
 
 
 def _str(value: object) -> str:
     return value if isinstance(value, str) else ""
 
 
-@final
-class ResponsesParser:
-    """Turns Responses API events into Pi events, building the message as it goes."""
+def _last_part_type(content: object) -> object:
+    if isinstance(content, list) and content:
+        last = content[-1]
+        return last.get("type") if isinstance(last, dict) else None
+    return None
 
-    def __init__(self, builder: PartialBuilder, model: Model) -> None:
-        self.b = builder
-        self.model = model
-        self.item: dict[str, Any] | None = None  # the output item being streamed
+
+@final
+class ResponsesParser(StreamParser):
+    """Turns Responses API events into Pi events, building the message as it goes.
+
+    Of the output item being streamed only what the deltas are checked against is kept: its
+    type, how many summary parts it has, and its last content part's type. The finished item
+    arrives whole in `response.output_item.done`.
+    """
+
+    __slots__ = ("block", "finished", "item_type", "part_type", "stop_reason", "summary_parts")
+    vendor = "OpenAI Responses"
+
+    def __init__(self, model: Model) -> None:
+        super().__init__(model)
+        self.item_type: object = None  # the streamed output item's type, None between items
         self.block: int | None = None  # its content index
+        self.summary_parts = 0
+        self.part_type: object = None
         self.stop_reason: StopReason = "stop"
         self.finished = False
 
-    def feed(self, event: Mapping[str, Any]) -> Iterator[AssistantMessageEvent]:
-        """Apply one event; yield the Pi events it causes."""
-        b = self.b
-        kind = event.get("type")
-        item = self.item
+    def _on_event(self, event: str, data: str) -> None:
+        if data.startswith("[DONE]"):
+            self.ended = True
+            return
+        chunk = decode_object(data)
+        kind = chunk.get("type")
         block = self.block
-        block_kind = b.kind(block) if block is not None else None
-        if kind == "response.created":
-            response = event.get("response") or {}
-            if response.get("id"):
-                b.set_response(response_id=str(response["id"]))
-        elif kind == "response.output_item.added":
-            new = dict(event.get("item") or {})
-            if new.get("type") == "reasoning":
-                self.item, self.block = new, b.open_thinking()
-                yield ThinkingStartEvent(content_index=self.block, partial=b.snapshot())
-            elif new.get("type") == "message":
-                self.item, self.block = new, b.open_text()
-                yield TextStartEvent(content_index=self.block, partial=b.snapshot())
-            elif new.get("type") == "function_call":
-                self.item = new
-                self.block = b.open_tool_call(
-                    f"{new.get('call_id')}|{new.get('id')}", _str(new.get("name"))
-                )
-                if new.get("arguments"):
-                    b.append(self.block, str(new["arguments"]))
-                yield ToolCallStartEvent(content_index=self.block, partial=b.snapshot())
-        elif kind == "response.reasoning_summary_part.added":
-            if item is not None and item.get("type") == "reasoning":
-                item.setdefault("summary", [])
-                item["summary"] = [*item["summary"], dict(event.get("part") or {})]
+        if kind == "response.output_text.delta" or kind == "response.refusal.delta":
+            want = "output_text" if kind == "response.output_text.delta" else "refusal"
+            if self.item_type == "message" and self._streaming("text") and self.part_type == want:
+                assert block is not None
+                self._delta(block, _str(chunk.get("delta")))
+        elif kind == "response.function_call_arguments.delta":
+            if self.item_type == "function_call" and self._streaming("toolCall"):
+                assert block is not None
+                self._delta(block, _str(chunk.get("delta")))
         elif kind in (
             "response.reasoning_summary_text.delta",
             "response.reasoning_summary_part.done",
         ):
-            if item is not None and item.get("type") == "reasoning" and block_kind == "thinking":
+            if self.item_type == "reasoning" and self._streaming("thinking") and self.summary_parts:
                 assert block is not None
-                summary = item.setdefault("summary", [])
-                if summary:
-                    delta = _str(event.get("delta")) if kind.endswith(".delta") else "\n\n"
-                    summary[-1] = {**summary[-1], "text": _str(summary[-1].get("text")) + delta}
-                    b.append(block, delta)
-                    yield ThinkingDeltaEvent(content_index=block, delta=delta, partial=b.snapshot())
+                delta = _str(chunk.get("delta")) if kind.endswith(".delta") else "\n\n"
+                self._delta(block, delta)
         elif kind == "response.reasoning_text.delta":
-            if item is not None and item.get("type") == "reasoning" and block_kind == "thinking":
+            if self.item_type == "reasoning" and self._streaming("thinking"):
                 assert block is not None
-                delta = _str(event.get("delta"))
-                b.append(block, delta)
-                yield ThinkingDeltaEvent(content_index=block, delta=delta, partial=b.snapshot())
+                self._delta(block, _str(chunk.get("delta")))
+        elif kind == "response.created":
+            response = as_object(chunk.get("response"))
+            if response.get("id"):
+                self.b.set_response(response_id=str(response["id"]))
+        elif kind == "response.output_item.added":
+            self._item_added(as_object(chunk.get("item")))
+        elif kind == "response.reasoning_summary_part.added":
+            if self.item_type == "reasoning":
+                self.summary_parts += 1
         elif kind == "response.content_part.added":
-            if item is not None and item.get("type") == "message":
-                part = event.get("part") or {}
-                if part.get("type") in ("output_text", "refusal"):  # not reasoning text
-                    item["content"] = [*(item.get("content") or []), dict(part)]
-        elif kind in ("response.output_text.delta", "response.refusal.delta"):
-            if item is not None and item.get("type") == "message" and block_kind == "text":
-                assert block is not None
-                parts = item.get("content") or []
-                want = "output_text" if kind == "response.output_text.delta" else "refusal"
-                if parts and parts[-1].get("type") == want:
-                    delta = _str(event.get("delta"))
-                    b.append(block, delta)
-                    yield TextDeltaEvent(content_index=block, delta=delta, partial=b.snapshot())
-        elif kind == "response.function_call_arguments.delta":
-            if (
-                item is not None
-                and item.get("type") == "function_call"
-                and block_kind == "toolCall"
-            ):
-                assert block is not None
-                delta = _str(event.get("delta"))
-                b.append(block, delta)
-                yield ToolCallDeltaEvent(content_index=block, delta=delta, partial=b.snapshot())
+            if self.item_type == "message":
+                part_type = as_object(chunk.get("part")).get("type")
+                if part_type in ("output_text", "refusal"):  # not reasoning text
+                    self.part_type = part_type
         elif kind == "response.function_call_arguments.done":
-            if (
-                item is not None
-                and item.get("type") == "function_call"
-                and block_kind == "toolCall"
-            ):
+            if self.item_type == "function_call" and self._streaming("toolCall"):
                 assert block is not None
-                previous = b.text(block)
-                final = _str(event.get("arguments"))
-                b.replace_text(block, final)
+                previous = self.b.text(block)
+                final = _str(chunk.get("arguments"))
+                self.b.replace_text(block, final)
                 if final.startswith(previous) and len(final) > len(previous):
-                    delta = final[len(previous) :]
-                    yield ToolCallDeltaEvent(content_index=block, delta=delta, partial=b.snapshot())
+                    self._delta(block, final[len(previous) :], append=False)
         elif kind == "response.output_item.done":
-            yield from self._item_done(dict(event.get("item") or {}))
+            self._item_done(as_object(chunk.get("item")))
         elif kind in ("response.completed", "response.incomplete"):
-            self._completed(event.get("response") or {})
+            self._completed(as_object(chunk.get("response")))
         elif kind == "error":
-            raise ProviderError(f"Error Code {event.get('code')}: {event.get('message')}")
+            raise ProviderError(f"Error Code {chunk.get('code')}: {chunk.get('message')}")
         elif kind == "response.failed":
-            response = event.get("response") or {}
-            error = response.get("error")
-            details = response.get("incomplete_details") or {}
-            if error:
+            response = as_object(chunk.get("response"))
+            error = as_object(response.get("error")) if response.get("error") else None
+            details = as_object(response.get("incomplete_details"))
+            if error is not None:
                 text = f"{error.get('code') or 'unknown'}: {error.get('message') or 'no message'}"
             elif details.get("reason"):
                 text = f"incomplete: {details['reason']}"
             else:
                 text = "Unknown error (no error details in response)"
             raise ProviderError(text)
+        elif kind is None and chunk.get("error"):
+            # The SDK turns a bare {"error": ...} chunk into an APIError with its message.
+            raise ProviderError(error_chunk_text(chunk["error"]))
 
-    def _item_done(self, item: dict[str, Any]) -> Iterator[AssistantMessageEvent]:
+    def _streaming(self, kind: str) -> bool:
+        return self.block is not None and self.b.kind(self.block) == kind
+
+    def _item_added(self, item: JsonObject) -> None:
+        item_type = item.get("type")
+        if item_type == "reasoning":
+            self.item_type, self.block = item_type, self._open_thinking()
+            summary = item.get("summary")
+            self.summary_parts = len(summary) if isinstance(summary, list) else 0
+        elif item_type == "message":
+            self.item_type, self.block = item_type, self._open_text()
+            self.part_type = _last_part_type(item.get("content"))
+        elif item_type == "function_call":
+            arguments = item.get("arguments")
+            self.item_type = item_type
+            self.block = self._open_tool_call(
+                f"{item.get('call_id')}|{item.get('id')}",
+                _str(item.get("name")),
+                arguments=str(arguments) if arguments else "",
+            )
+
+    def _item_done(self, item: JsonObject) -> None:
         b = self.b
         block = self.block
         block_kind = b.kind(block) if block is not None else None
-        if item.get("type") == "reasoning" and block_kind == "thinking":
+        item_type = item.get("type")
+        if item_type == "reasoning" and block_kind == "thinking":
             assert block is not None
-            summary = "\n\n".join(_str(s.get("text")) for s in item.get("summary") or [])
-            content = "\n\n".join(_str(c.get("text")) for c in item.get("content") or [])
-            thinking = summary or content or b.text(block)
-            b.replace_text(block, thinking)
-            b.set_signature(block, _js_json(item))  # the whole item, replayed verbatim
-            self.item = self.block = None
-            yield ThinkingEndEvent(content_index=block, content=thinking, partial=b.snapshot())
-        elif item.get("type") == "message" and block_kind == "text":
+            summary = "\n\n".join(_str(as_object(s).get("text")) for s in _list(item, "summary"))
+            content = "\n\n".join(_str(as_object(c).get("text")) for c in _list(item, "content"))
+            b.replace_text(block, summary or content or b.text(block))
+            b.set_signature(block, stringify(item))  # the whole item, replayed verbatim
+            self._end(block)
+        elif item_type == "message" and block_kind == "text":
             assert block is not None
             text = "".join(
-                _str(c.get("text")) if c.get("type") == "output_text" else _str(c.get("refusal"))
-                for c in item.get("content") or []
+                _str(part.get("text"))
+                if part.get("type") == "output_text"
+                else _str(part.get("refusal"))
+                for part in map(as_object, _list(item, "content"))
             )
             b.replace_text(block, text)
-            b.set_signature(block, encode_text_signature(_str(item.get("id")), item.get("phase")))
-            self.item = self.block = None
-            yield TextEndEvent(content_index=block, content=text, partial=b.snapshot())
-        elif item.get("type") == "function_call":
+            b.set_signature(block, encode_text_signature(_str(item.get("id")), _phase(item)))
+            self._end(block)
+        elif item_type == "function_call":
             if block is None or block_kind != "toolCall":
                 # A call that never streamed (Pi reports it without a block; mule adds one).
-                block = b.open_tool_call(
+                block = self._open_tool_call(
                     f"{item.get('call_id')}|{item.get('id')}", _str(item.get("name"))
                 )
-                yield ToolCallStartEvent(content_index=block, partial=b.snapshot())
                 args = parse_streaming_json(_str(item.get("arguments")) or "{}")
             else:
                 raw = b.text(block)
                 args = parse_streaming_json(raw if raw else _str(item.get("arguments")) or "{}")
-            call = b.close_tool_call(block, args)
-            self.item = self.block = None
-            yield ToolCallEndEvent(content_index=block, tool_call=call, partial=b.snapshot())
+            self._end(block, args)
+        else:
+            return
+        self.item_type = self.block = None
 
-    def _completed(self, response: Mapping[str, Any]) -> None:
+    def _completed(self, response: JsonObject) -> None:
         b = self.b
         self.finished = True
         if response.get("id"):
             b.set_response(response_id=str(response["id"]))
         usage = response.get("usage")
-        current = b.head.usage
-        if isinstance(usage, Mapping):
-            cached = int((usage.get("input_tokens_details") or {}).get("cached_tokens") or 0)
-            current = Usage(
-                input=int(usage.get("input_tokens") or 0) - cached,  # input includes cache hits
-                output=int(usage.get("output_tokens") or 0),
-                cache_read=cached,
-                cache_write=0,
-                total_tokens=int(usage.get("total_tokens") or 0),
+        if isinstance(usage, dict):
+            details = as_object(usage.get("input_tokens_details"))
+            cached = token_count(details.get("cached_tokens")) or 0
+            b.set_usage(
+                priced_usage(
+                    self.model,
+                    (token_count(usage.get("input_tokens")) or 0) - cached,  # hits included
+                    token_count(usage.get("output_tokens")) or 0,
+                    cached,
+                    0,
+                    token_count(usage.get("total_tokens")) or 0,
+                )
             )
-        b.set_usage(with_cost(self.model, current))
+        else:
+            b.set_usage(calculate_cost(self.model, b.head.usage))
         self.stop_reason = map_status(response.get("status"))
-        has_calls = any(b.kind(i) == "toolCall" for i in range(len(b)))
-        if has_calls and self.stop_reason == "stop":
+        if self.stop_reason == "stop" and self._has_tool_calls():
             self.stop_reason = "toolUse"
 
-    def finish(self) -> Iterator[AssistantMessageEvent]:
-        """Yield `done`; raise for a stream that failed or never completed."""
+    def _on_end(self) -> None:
         if not self.finished:
             raise ProviderError("Stream ended before a terminal response event")
-        if self.stop_reason in ("error", "aborted"):
-            raise ProviderError("An unknown error occurred")
-        reason = self.stop_reason
-        assert reason in ("stop", "length", "toolUse")
-        yield DoneEvent(reason=reason, message=self.b.message(reason))
+        self._done(self.stop_reason)
 
 
-async def _produce(
-    model: Model,
-    context: Context,
-    options: StreamOptions,
-    effort: ThinkingLevel | None,
-    conn: SseConnection,
-    b: PartialBuilder,
-) -> AsyncIterator[AssistantMessageEvent]:
+def _list(item: JsonObject, key: str) -> list[object]:
+    value = item.get(key)
+    return value if isinstance(value, list) else []
+
+
+def _phase(item: JsonObject) -> str | None:
+    phase = item.get("phase")
+    return phase if isinstance(phase, str) else None
+
+
+def _request(
+    model: Model, context: Context, options: StreamOptions, effort: ThinkingLevel | None
+) -> HttpRequest:
     api_key = options.api_key or env_api_key(model.provider) or ""
     if not api_key:
         raise ProviderError(
             "OpenAI API key is required. Set OPENAI_API_KEY environment variable "
             "or pass it as an argument."
         )
-    payload = await apply_payload_hook(
-        options, build_params(model, context, options, effort=effort), model
-    )
+    body = build_params(model, context, options, effort=effort)
     url = model.base_url.rstrip("/") + "/responses"
-    response = await conn.open(url, build_headers(model, options, api_key), payload)
-    await notify_response(options, response, model)
-    yield StartEvent(partial=b.snapshot())
-    parser = ResponsesParser(b, model)
-    while (event := await conn.next_event()) is not None:
-        if event.data.startswith("[DONE]"):
-            break
-        chunk = parse_json_event(event)
-        error = chunk.get("error")
-        if error and chunk.get("type") is None:
-            # The SDK turns a bare {"error": ...} chunk into an APIError with its message.
-            text = error.get("message") if isinstance(error, Mapping) else None
-            raise ProviderError(text if isinstance(text, str) and text else _js_json(error))
-        for ev in parser.feed(chunk):
-            yield ev
-    signal = options.signal
-    if signal is not None and signal.aborted:
-        raise StreamAborted
-    for ev in parser.finish():
-        yield ev
+    return HttpRequest(url, build_headers(model, options, api_key), body)
 
 
 def stream_openai_responses(
@@ -547,7 +512,8 @@ def stream_openai_responses(
 ) -> AssistantMessageEventStream:
     """Stream a Responses API response (Pi's `streamOpenAIResponses`); never raises."""
     opts = options or StreamOptions()
-    return provider_stream(model, opts, partial(_produce, model, context, opts, effort))
+    request = partial(_request, model, context, opts, effort)
+    return provider_stream(model, opts, ResponsesParser(model), request)
 
 
 def stream_simple_openai_responses(
