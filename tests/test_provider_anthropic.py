@@ -27,13 +27,12 @@ from mule.pi._events import (
 )
 from mule.pi._messages import ZERO_USAGE, AssistantMessage, ToolResultMessage, UserMessage
 from mule.pi._model import Model, ModelCost
+from mule.pi._partial_json import parse_json_with_repair, repair_json
 from mule.pi.providers._anthropic import (
     ANTHROPIC_VERSION,
     REDACTED_THINKING_PLACEHOLDER,
     AnthropicOptions,
     build_params,
-    parse_json_with_repair,
-    repair_json,
     stream_anthropic,
     stream_simple_anthropic,
 )
@@ -383,18 +382,24 @@ async def test_abort_while_stalled_ends_promptly_as_aborted() -> None:
 async def test_abort_mid_stream_from_another_task() -> None:
     """An abort fired from elsewhere while the server pauses ends the stream as aborted."""
     controller = AbortController()
+    pausing = anyio.Event()  # the first block is in: the server now pauses
     events: list[Event | Step] = [message_start(), *text_block(0, "a"), Pause(5000)]
     events += text_block(1, "b")
     async with serve_script(sse_reply(events)) as server, anyio.create_task_group() as tg:
         stream = stream_anthropic(model_at(server), ctx(), opts(signal=controller.signal))
 
         async def abort_soon() -> None:
+            await pausing.wait()
             await anyio.sleep(0.05)
             controller.abort()
 
         tg.start_soon(abort_soon)
+        got: list[AssistantMessageEvent] = []
         with anyio.fail_after(5):
-            got = await collect(stream)
+            async for event in stream:
+                got.append(event)
+                if event.type == "text_end":
+                    pausing.set()
     assert final(got).stop_reason == "aborted"
     assert final(got).content == (TextContent("a"),)
 

@@ -281,17 +281,23 @@ async def test_stall_then_abort() -> None:
 async def test_abort_mid_stream_from_another_task() -> None:
     """An abort from another task while the server pauses ends the stream as aborted."""
     controller = AbortController()
+    pausing = anyio.Event()  # the first chunk is in: the server now pauses
     chunks: list[Chunk | str | Step] = [chunk(text("a")), Pause(5000), chunk(text("b"))]
     async with serve_script(sse_reply(chunks)) as server, anyio.create_task_group() as tg:
 
         async def abort_soon() -> None:
+            await pausing.wait()
             await anyio.sleep(0.05)
             controller.abort()
 
         tg.start_soon(abort_soon)
+        got: list[AssistantMessageEvent] = []
         with anyio.fail_after(5):
             stream = stream_google(gemini(server.url), ctx(), opts(signal=controller.signal))
-            got = await collect(stream)
+            async for event in stream:
+                got.append(event)
+                if event.type == "text_delta":
+                    pausing.set()
     assert final(got).stop_reason == "aborted"
     assert final(got).content == (TextContent("a"),)
 

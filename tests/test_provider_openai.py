@@ -32,12 +32,12 @@ from mule.pi.providers import (
     stream_simple,
     unregister_provider,
 )
-from mule.pi.providers._http import parse_retry_after, status_error_message
 from mule.pi.providers._simple import (
     adjust_max_tokens_for_thinking,
     clamp_thinking_level,
     reasoning_effort,
 )
+from mule.pi.providers._transport import parse_retry_after, status_error_message
 from mule.testing.fake_openai import (
     FakeOpenAI,
     chat_stream,

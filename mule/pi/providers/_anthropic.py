@@ -8,48 +8,30 @@ interleave by index, onto Pi's block events.
 
 from __future__ import annotations
 
-import contextlib
-import json
 import os
 import re
-from collections.abc import AsyncGenerator, AsyncIterator
+from functools import partial
 from typing import Any, Final, Literal, TypeAlias, final
 
-import anyio
 from attrs import evolve, frozen
 
-from mule.pi._content import ImageContent, TextContent, ThinkingContent, ToolCall
+from mule.pi._content import ImageContent, TextContent, ThinkingContent
 from mule.pi._context import Context, StreamOptions, Tool
-from mule.pi._cost import calculate_cost
-from mule.pi._events import (
-    AssistantMessageEvent,
-    DoneEvent,
-    StartEvent,
-    TextDeltaEvent,
-    TextEndEvent,
-    TextStartEvent,
-    ThinkingDeltaEvent,
-    ThinkingEndEvent,
-    ThinkingStartEvent,
-    ToolCallDeltaEvent,
-    ToolCallEndEvent,
-    ToolCallStartEvent,
-)
-from mule.pi._json import JsonObject, JsonValue
-from mule.pi._messages import AssistantMessage, Message, StopReason, ToolResultMessage, Usage
+from mule.pi._json import JsonObject, JsonValue, stringify
+from mule.pi._messages import AssistantMessage, Message, StopReason, ToolResultMessage
 from mule.pi._model import Model, ThinkingLevel
-from mule.pi._partial import PartialBuilder
-from mule.pi._partial_json import parse_json_with_repair, repair_json
+from mule.pi._partial_json import parse_json_with_repair
 from mule.pi._stream import AssistantMessageEventStream
 from mule.pi.providers._env import env_api_key
-from mule.pi.providers._http import (
+from mule.pi.providers._parser import (
     ProviderError,
-    SseConnection,
-    StreamAborted,
-    apply_payload_hook,
-    merge_headers,
-    notify_response,
-    provider_stream,
+    StreamParser,
+    as_object,
+    priced_usage,
+    read_stop_reason,
+    str_field,
+    str_or_none,
+    token_count,
 )
 from mule.pi.providers._simple import (
     adjust_max_tokens_for_thinking,
@@ -57,6 +39,7 @@ from mule.pi.providers._simple import (
     resolve_api_key,
 )
 from mule.pi.providers._transform import sanitize_surrogates, transform_messages
+from mule.pi.providers._transport import HttpRequest, merge_headers, provider_stream
 
 ANTHROPIC_VERSION: Final = "2023-06-01"
 FINE_GRAINED_TOOL_STREAMING_BETA: Final = "fine-grained-tool-streaming-2025-05-14"
@@ -158,20 +141,20 @@ def normalize_tool_call_id(call_id: str, *_: object) -> str:
     return _UNSAFE_ID.sub("_", call_id)[:64]
 
 
+_STOP_REASONS: Final[dict[str, StopReason]] = {
+    "end_turn": "stop",
+    "max_tokens": "length",
+    "tool_use": "toolUse",
+    "refusal": "error",
+    "pause_turn": "stop",  # the caller may resubmit; the turn itself is fine
+    "stop_sequence": "stop",
+    "sensitive": "error",
+}
+
+
 def map_stop_reason(reason: str) -> StopReason:
     """Map Anthropic's stop_reason onto Pi's; an unknown reason is a stream failure."""
-    mapped: dict[str, StopReason] = {
-        "end_turn": "stop",
-        "max_tokens": "length",
-        "tool_use": "toolUse",
-        "refusal": "error",
-        "pause_turn": "stop",  # the caller may resubmit; the turn itself is fine
-        "stop_sequence": "stop",
-        "sensitive": "error",
-    }
-    if reason not in mapped:
-        raise ProviderError(f"Unhandled stop reason: {reason}")
-    return mapped[reason]
+    return read_stop_reason(_STOP_REASONS, reason)
 
 
 def _compat_flag(model: Model, key: str) -> bool:
@@ -429,9 +412,6 @@ def messages_url(model: Model) -> str:
 
 # -- response --------------------------------------------------------------------------------
 
-_VALID_ESCAPES: Final = frozenset('"\\/bfnrtu')
-_HEX4 = re.compile(r"[0-9a-fA-F]{4}")
-
 
 def sdk_error(exc: ProviderError) -> ProviderError:
     """Word an HTTP error as Anthropic's SDK does: the status, then the whole JSON body.
@@ -445,202 +425,133 @@ def sdk_error(exc: ProviderError) -> ProviderError:
     if status is None or exc.error_body is None or not exc.message.startswith(f"{status} "):
         return exc
     body = {"type": "error", "error": exc.error_body}
-    text = f"{status} {json.dumps(body, separators=(',', ':'), ensure_ascii=False)}"
-    return ProviderError(text, exc.diagnostics, exc.error_body)
+    return ProviderError(f"{status} {stringify(body)}", exc.diagnostics, exc.error_body)
 
 
-def _count(value: object) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
+_USAGE_KEYS: Final = (
+    "input_tokens",
+    "output_tokens",
+    "cache_read_input_tokens",
+    "cache_creation_input_tokens",
+)
 
 
-def _usage(model: Model, input_: int, output: int, cache_read: int, cache_write: int) -> Usage:
-    # Anthropic reports no total: it is the sum of the four counts.
-    total = input_ + output + cache_read + cache_write
-    return calculate_cost(model, Usage(input_, output, cache_read, cache_write, total))
+@final
+class AnthropicParser(StreamParser):
+    """Turns Messages API events into Pi events; blocks may interleave by Anthropic's index."""
 
+    __slots__ = ("_open", "_signatures", "_tools", "saw_start", "saw_stop", "stop_reason", "usage")
+    vendor = "Anthropic"
 
-async def _events(
-    conn: SseConnection,
-    builder: PartialBuilder,
-    model: Model,
-    context: Context,
-    options: StreamOptions,
-    extra: AnthropicOptions,
-) -> AsyncIterator[AssistantMessageEvent]:
-    api_key = options.api_key or env_api_key(model.provider) or ""
-    oauth = is_oauth_token(api_key)
-    params = build_params(model, context, oauth, options, extra)
-    payload = await apply_payload_hook(options, params, model)
-    headers = build_headers(model, context, api_key, options, extra)
-    try:
-        response = await conn.open(messages_url(model), headers, payload)
-    except ProviderError as exc:
-        raise sdk_error(exc) from exc
-    await notify_response(options, response, model)
-    yield StartEvent(partial=builder.snapshot())
-    try:
-        decoded = _decode(conn, builder, model, context, options, oauth)
-        async with contextlib.aclosing(decoded):
-            async for event in decoded:
-                yield event
-    except Exception:
-        await finish_reader(conn)
-        raise
+    def __init__(self, model: Model, oauth_tools: tuple[Tool, ...] | None = None) -> None:
+        """`oauth_tools`: for OAuth calls, the caller's tools (Claude Code's names map back)."""
+        super().__init__(model)
+        self._tools = oauth_tools
+        self._open: dict[object, int] = {}  # Anthropic block index -> content index, while open
+        self._signatures: dict[int, str] = {}
+        self.usage = [0, 0, 0, 0]  # input, output, cache read, cache write
+        self.stop_reason: StopReason = "stop"
+        self.saw_start = self.saw_stop = False
 
-
-async def finish_reader(conn: SseConnection) -> None:
-    """Run the SSE reader to its end after a failure, so no suspended generator is left to GC.
-
-    Closing the response first makes the next read end (or fail) at once; without this, trio
-    warns about httpx's nested byte/line generators being collected unfinished.
-    """
-    response = conn.response
-    if response is None:
-        return
-    with anyio.CancelScope(shield=True):
-        await response.aclose()
-        with contextlib.suppress(Exception):
-            while await conn.next_event() is not None:
-                pass
-
-
-async def _decode(
-    conn: SseConnection,
-    builder: PartialBuilder,
-    model: Model,
-    context: Context,
-    options: StreamOptions,
-    oauth: bool,
-) -> AsyncGenerator[AssistantMessageEvent, None]:
-    open_blocks: dict[int, int] = {}  # Anthropic block index -> content index, while open
-    signatures: dict[int, str] = {}
-    usage = [0, 0, 0, 0]  # input, output, cache read, cache write
-    stop_reason: StopReason = "stop"
-    saw_start = saw_stop = False
-    while (sse := await conn.next_event()) is not None:
-        if sse.event == "error":
-            raise ProviderError(sse.data)
-        if sse.event not in _MESSAGE_EVENTS:
-            continue  # ping and events Pi does not know
+    def _on_event(self, event: str, data: str) -> None:
+        if event == "error":
+            raise ProviderError(data)
+        if event not in _MESSAGE_EVENTS:
+            return  # ping and events Pi does not know
         try:
-            event = parse_json_with_repair(sse.data)
+            chunk = parse_json_with_repair(data)
         except ValueError as exc:
             raise ProviderError(
-                f"Could not parse Anthropic SSE event {sse.event}: {exc}; data={sse.data}"
+                f"Could not parse Anthropic SSE event {event}: {exc}; data={data}"
             ) from exc
-        kind = event.get("type") if isinstance(event, dict) else None
-        if kind == "message_start":
-            saw_start = True
-            message = event.get("message") or {}
-            if isinstance(message.get("id"), str):
-                builder.set_response(response_id=message["id"])
-            reported = message.get("usage") or {}
-            usage = [
-                _count(reported.get(key)) or 0
-                for key in (
-                    "input_tokens",
-                    "output_tokens",
-                    "cache_read_input_tokens",
-                    "cache_creation_input_tokens",
-                )
-            ]
-            builder.set_usage(_usage(model, *usage))
-        elif kind == "message_stop":
-            saw_stop = True
+        chunk = as_object(chunk)
+        kind = chunk.get("type")
+        if kind == "content_block_delta":
+            self._block_delta(chunk)
         elif kind == "content_block_start":
-            block = event.get("content_block") or {}
-            index = event.get("index")
-            block_type = block.get("type")
-            if block_type == "text":
-                at = builder.open_text()
-                open_blocks[index] = at
-                yield TextStartEvent(content_index=at, partial=builder.snapshot())
-            elif block_type == "thinking":
-                at = builder.open_thinking(signature="")
-                open_blocks[index] = at
-                signatures[at] = ""
-                yield ThinkingStartEvent(content_index=at, partial=builder.snapshot())
-            elif block_type == "redacted_thinking":
-                at = builder.open_thinking(
-                    REDACTED_THINKING_PLACEHOLDER, signature=block.get("data"), redacted=True
-                )
-                open_blocks[index] = at
-                yield ThinkingStartEvent(content_index=at, partial=builder.snapshot())
-            elif block_type == "tool_use":
-                name = block.get("name") or ""
-                if oauth:
-                    name = from_claude_code_name(name, context.tools)
-                at = builder.open_tool_call(block.get("id") or "", name)
-                open_blocks[index] = at
-                yield ToolCallStartEvent(content_index=at, partial=builder.snapshot())
-        elif kind == "content_block_delta":
-            at_or_none = open_blocks.get(event.get("index"))
-            delta = event.get("delta") or {}
-            if at_or_none is None:
-                continue
-            at = at_or_none
-            block_kind = builder.kind(at)
-            delta_type = delta.get("type")
-            if delta_type == "text_delta" and block_kind == "text":
-                builder.append(at, delta["text"])
-                yield TextDeltaEvent(
-                    content_index=at, delta=delta["text"], partial=builder.snapshot()
-                )
-            elif delta_type == "thinking_delta" and block_kind == "thinking":
-                builder.append(at, delta["thinking"])
-                yield ThinkingDeltaEvent(
-                    content_index=at, delta=delta["thinking"], partial=builder.snapshot()
-                )
-            elif delta_type == "input_json_delta" and block_kind == "toolCall":
-                builder.append(at, delta["partial_json"])
-                yield ToolCallDeltaEvent(
-                    content_index=at, delta=delta["partial_json"], partial=builder.snapshot()
-                )
-            elif delta_type == "signature_delta" and block_kind == "thinking":
-                signatures[at] = signatures.get(at, "") + delta["signature"]
-                builder.set_signature(at, signatures[at])
+            self._block_start(chunk)
         elif kind == "content_block_stop":
-            at_or_none = open_blocks.pop(event.get("index"), None)
-            if at_or_none is None:
-                continue
-            at = at_or_none
-            block_kind = builder.kind(at)
-            if block_kind == "text":
-                yield TextEndEvent(
-                    content_index=at, content=builder.text(at), partial=builder.snapshot()
-                )
-            elif block_kind == "thinking":
-                yield ThinkingEndEvent(
-                    content_index=at, content=builder.text(at), partial=builder.snapshot()
-                )
-            else:
-                call: ToolCall = builder.close_tool_call(at)
-                yield ToolCallEndEvent(content_index=at, tool_call=call, partial=builder.snapshot())
+            at = self._open.pop(chunk.get("index"), None)
+            if at is not None:
+                self._end(at)
+        elif kind == "message_start":
+            self.saw_start = True
+            message = as_object(chunk.get("message"))
+            response_id = message.get("id")
+            if isinstance(response_id, str):
+                self.b.set_response(response_id=response_id)
+            reported = as_object(message.get("usage"))
+            self.usage = [token_count(reported.get(key)) or 0 for key in _USAGE_KEYS]
+            self._set_usage()
         elif kind == "message_delta":
-            delta = event.get("delta") or {}
+            delta = as_object(chunk.get("delta"))
             if delta.get("stop_reason"):
-                stop_reason = map_stop_reason(delta["stop_reason"])
-            reported = event.get("usage") or {}
+                self.stop_reason = map_stop_reason(str(delta["stop_reason"]))
+            reported = as_object(chunk.get("usage"))
             # Proxies may omit counts here; keep what message_start said.
-            for n, key in enumerate(
-                (
-                    "input_tokens",
-                    "output_tokens",
-                    "cache_read_input_tokens",
-                    "cache_creation_input_tokens",
-                )
-            ):
-                value = _count(reported.get(key))
+            for n, key in enumerate(_USAGE_KEYS):
+                value = token_count(reported.get(key))
                 if value is not None:
-                    usage[n] = value
-            builder.set_usage(_usage(model, *usage))
-    if saw_start and not saw_stop:
-        raise ProviderError("Anthropic stream ended before message_stop")
-    if options.signal is not None and options.signal.aborted:
-        raise StreamAborted
-    if stop_reason in ("error", "aborted"):
-        raise ProviderError("An unknown error occurred")
-    yield DoneEvent(reason=stop_reason, message=builder.message(stop_reason))  # type: ignore[arg-type]
+                    self.usage[n] = value
+            self._set_usage()
+        elif kind == "message_stop":
+            self.saw_stop = True
+
+    def _set_usage(self) -> None:
+        # Anthropic reports no total: it is the sum of the four counts.
+        self.b.set_usage(priced_usage(self.model, *self.usage))
+
+    def _block_start(self, chunk: JsonObject) -> None:
+        block = as_object(chunk.get("content_block"))
+        index = chunk.get("index")
+        block_type = block.get("type")
+        if block_type == "text":
+            self._open[index] = self._open_text()
+        elif block_type == "thinking":
+            at = self._open[index] = self._open_thinking(signature="")
+            self._signatures[at] = ""
+        elif block_type == "redacted_thinking":
+            signature = str_or_none(block.get("data"))
+            self._open[index] = self._open_thinking(
+                REDACTED_THINKING_PLACEHOLDER, signature=signature, redacted=True
+            )
+        elif block_type == "tool_use":
+            name = str_or_none(block.get("name")) or ""
+            if self._tools is not None:
+                name = from_claude_code_name(name, self._tools)
+            self._open[index] = self._open_tool_call(str_or_none(block.get("id")) or "", name)
+
+    def _block_delta(self, chunk: JsonObject) -> None:
+        at = self._open.get(chunk.get("index"))
+        if at is None:
+            return
+        delta = as_object(chunk.get("delta"))
+        block_kind = self.b.kind(at)
+        delta_type = delta.get("type")
+        if delta_type == "text_delta" and block_kind == "text":
+            self._delta(at, str_field(delta, "text"))
+        elif delta_type == "thinking_delta" and block_kind == "thinking":
+            self._delta(at, str_field(delta, "thinking"))
+        elif delta_type == "input_json_delta" and block_kind == "toolCall":
+            self._delta(at, str_field(delta, "partial_json"))
+        elif delta_type == "signature_delta" and block_kind == "thinking":
+            signature = self._signatures.get(at, "") + str_field(delta, "signature")
+            self._signatures[at] = signature
+            self.b.set_signature(at, signature)
+
+    def _on_end(self) -> None:
+        if self.saw_start and not self.saw_stop:
+            raise ProviderError("Anthropic stream ended before message_stop")
+        self._done(self.stop_reason)
+
+
+def _request(
+    model: Model, context: Context, api_key: str, options: StreamOptions, extra: AnthropicOptions
+) -> HttpRequest:
+    oauth = is_oauth_token(api_key)
+    params = build_params(model, context, oauth, options, extra)
+    headers = build_headers(model, context, api_key, options, extra)
+    return HttpRequest(messages_url(model), headers, params)
 
 
 def stream_anthropic(
@@ -656,13 +567,12 @@ def stream_anthropic(
     """
     opts = options or StreamOptions()
     more = extra or AnthropicOptions()
-
-    def produce(
-        conn: SseConnection, builder: PartialBuilder
-    ) -> AsyncIterator[AssistantMessageEvent]:
-        return _events(conn, builder, model, context, opts, more)
-
-    return provider_stream(model, opts, produce)
+    api_key = opts.api_key or env_api_key(model.provider) or ""
+    tools = (context.tools or ()) if is_oauth_token(api_key) else None
+    request = partial(_request, model, context, api_key, opts, more)
+    return provider_stream(
+        model, opts, AnthropicParser(model, tools), request, on_http_error=sdk_error
+    )
 
 
 def stream_simple_anthropic(
@@ -691,6 +601,7 @@ __all__ = [
     "ANTHROPIC_VERSION",
     "REDACTED_THINKING_PLACEHOLDER",
     "AnthropicOptions",
+    "AnthropicParser",
     "build_headers",
     "build_params",
     "cache_control",
@@ -700,8 +611,7 @@ __all__ = [
     "map_stop_reason",
     "messages_url",
     "normalize_tool_call_id",
-    "parse_json_with_repair",
-    "repair_json",
+    "sdk_error",
     "stream_anthropic",
     "stream_simple_anthropic",
     "supports_adaptive_thinking",

@@ -8,50 +8,33 @@ by token budget (Gemini 2.5). Google's SDK does not retry, so neither does this 
 
 from __future__ import annotations
 
-import contextlib
 import itertools
-import json
 import re
-import time
-from collections.abc import AsyncGenerator, AsyncIterator
+from functools import partial
 from typing import Any, Final, TypeAlias, final
 
-import anyio
 from attrs import evolve, frozen
 
 from mule.pi._content import ImageContent, TextContent, ThinkingContent
 from mule.pi._context import Context, StreamOptions, ThinkingBudgets, Tool
-from mule.pi._cost import calculate_cost
-from mule.pi._events import (
-    AssistantMessageEvent,
-    DoneEvent,
-    StartEvent,
-    TextDeltaEvent,
-    TextEndEvent,
-    TextStartEvent,
-    ThinkingDeltaEvent,
-    ThinkingEndEvent,
-    ThinkingStartEvent,
-    ToolCallDeltaEvent,
-    ToolCallEndEvent,
-    ToolCallStartEvent,
-)
-from mule.pi._messages import AssistantMessage, StopReason, ToolResultMessage, Usage
+from mule.pi._json import JsonObject, loads, stringify
+from mule.pi._messages import AssistantMessage, StopReason, ToolResultMessage
 from mule.pi._model import Model
-from mule.pi._partial import PartialBuilder
 from mule.pi._stream import AssistantMessageEventStream
 from mule.pi.providers._env import env_api_key
-from mule.pi.providers._http import (
+from mule.pi.providers._parser import (
     ProviderError,
-    SseConnection,
-    StreamAborted,
-    apply_payload_hook,
-    merge_headers,
-    notify_response,
-    provider_stream,
+    StreamParser,
+    as_object,
+    now_ms,
+    priced_usage,
+    read_stop_reason,
+    str_or_none,
+    token_count,
 )
 from mule.pi.providers._simple import build_base_options, clamp_thinking_level, resolve_api_key
 from mule.pi.providers._transform import sanitize_surrogates, transform_messages
+from mule.pi.providers._transport import HttpRequest, merge_headers, provider_stream
 
 _Obj: TypeAlias = dict[str, Any]  # a request body under construction
 
@@ -102,15 +85,16 @@ class GoogleOptions:
 # -- small rules ---------------------------------------------------------------------------
 
 
+_FINISH_REASONS: Final[dict[str, StopReason]] = {
+    "STOP": "stop",
+    "MAX_TOKENS": "length",
+    **dict.fromkeys(_ERROR_FINISH, "error"),
+}
+
+
 def map_finish_reason(reason: str) -> StopReason:
     """Map Gemini's finishReason onto Pi's stop reason; an unknown one is a failure."""
-    if reason == "STOP":
-        return "stop"
-    if reason == "MAX_TOKENS":
-        return "length"
-    if reason in _ERROR_FINISH:
-        return "error"
-    raise ProviderError(f"Unhandled stop reason: {reason}")
+    return read_stop_reason(_FINISH_REASONS, reason)
 
 
 def requires_tool_call_id(model_id: str) -> bool:
@@ -335,178 +319,122 @@ def stream_url(model: Model) -> str:
     return f"{model.base_url.rstrip('/')}/{name}:streamGenerateContent?alt=sse"
 
 
+# -- response --------------------------------------------------------------------------------
+
+
 def sdk_error(exc: ProviderError) -> ProviderError:
     """Word an HTTP error as Google's SDK does: the JSON error body, serialised."""
     if exc.error_body is None or not exc.diagnostics:
         return exc
-    text = json.dumps({"error": exc.error_body}, separators=(",", ":"), ensure_ascii=False)
-    return ProviderError(text, exc.diagnostics, exc.error_body)
+    return ProviderError(stringify({"error": exc.error_body}), exc.diagnostics, exc.error_body)
 
 
-# -- response --------------------------------------------------------------------------------
+@final
+class GoogleParser(StreamParser):
+    """Turns streamed `GenerateContentResponse` chunks into Pi events.
 
+    Text and thought parts extend the open block while its kind holds; a function call arrives
+    whole, so it opens, streams its arguments as one delta and closes at once.
+    """
 
-async def _events(
-    conn: SseConnection,
-    builder: PartialBuilder,
-    model: Model,
-    context: Context,
-    options: StreamOptions,
-    extra: GoogleOptions,
-) -> AsyncIterator[AssistantMessageEvent]:
-    api_key = options.api_key or env_api_key(model.provider) or ""
-    body = build_body(model, context, options, extra)
-    payload = await apply_payload_hook(options, body, model)
-    headers = merge_headers({"x-goog-api-key": api_key}, model.headers, options.headers)
-    try:
-        response = await conn.open(stream_url(model), headers, payload)
-    except ProviderError as exc:
-        raise sdk_error(exc) from exc
-    await notify_response(options, response, model)
-    yield StartEvent(partial=builder.snapshot())
-    try:
-        decoded = _decode(conn, builder, model, options)
-        async with contextlib.aclosing(decoded):
-            async for event in decoded:
-                yield event
-    except Exception:
-        await _finish_reader(conn)
-        raise
+    __slots__ = ("_call_ids", "current", "response_id", "stop_reason")
+    vendor = "Google"
 
+    def __init__(self, model: Model) -> None:
+        super().__init__(model)
+        self.current: int | None = None  # the open text or thinking block
+        self.stop_reason: StopReason = "stop"
+        self.response_id: str | None = None
+        self._call_ids: set[str] = set()
 
-async def _finish_reader(conn: SseConnection) -> None:
-    # Leave no half-read httpx generator for the GC (trio warns); see _anthropic.finish_reader.
-    response = conn.response
-    if response is None:
-        return
-    with anyio.CancelScope(shield=True):
-        await response.aclose()
-        with contextlib.suppress(Exception):
-            while await conn.next_event() is not None:
-                pass
+    def _close_current(self) -> None:
+        if self.current is not None:
+            at, self.current = self.current, None
+            self._end(at)
 
-
-def _count(value: object) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
-
-
-async def _decode(
-    conn: SseConnection, builder: PartialBuilder, model: Model, options: StreamOptions
-) -> AsyncGenerator[AssistantMessageEvent, None]:
-    current: int | None = None  # the open text or thinking block
-    signature: str | None = None  # the open block's retained signature
-    stop_reason: StopReason = "stop"
-    response_id: str | None = None
-    call_ids: set[str] = set()
-
-    def close_current() -> AssistantMessageEvent | None:
-        nonlocal current
-        if current is None:
-            return None
-        at, current = current, None
-        if builder.kind(at) == "text":
-            return TextEndEvent(
-                content_index=at, content=builder.text(at), partial=builder.snapshot()
-            )
-        return ThinkingEndEvent(
-            content_index=at, content=builder.text(at), partial=builder.snapshot()
-        )
-
-    while (sse := await conn.next_event()) is not None:
-        if not sse.data.strip():
-            continue
+    def _on_event(self, event: str, data: str) -> None:
+        if not data.strip():
+            return
         try:
-            chunk = json.loads(sse.data)
+            chunk = loads(data)
         except ValueError as exc:
-            raise ProviderError(f"exception parsing stream chunk {sse.data}. {exc}") from exc
+            raise ProviderError(f"exception parsing stream chunk {data}. {exc}") from exc
         if not isinstance(chunk, dict):
-            raise ProviderError(f"exception parsing stream chunk {sse.data}. not an object")
+            raise ProviderError(f"exception parsing stream chunk {data}. not an object")
         error = chunk.get("error")
         if isinstance(error, dict):
-            raise ProviderError(f"got status: {error.get('status')}. {json.dumps(chunk)}")
-        if response_id is None and isinstance(chunk.get("responseId"), str) and chunk["responseId"]:
-            response_id = chunk["responseId"]
-            builder.set_response(response_id=response_id)
-        candidates = chunk.get("candidates") or []
-        candidate = candidates[0] if candidates and isinstance(candidates[0], dict) else {}
-        for part in (candidate.get("content") or {}).get("parts") or []:
-            incoming = part.get("thoughtSignature")
-            if isinstance(part.get("text"), str):
-                thinking = part.get("thought") is True
-                kind = "thinking" if thinking else "text"
-                if current is None or builder.kind(current) != kind:
-                    if (ended := close_current()) is not None:
-                        yield ended
-                    signature = None
-                    if thinking:
-                        current = builder.open_thinking()
-                        yield ThinkingStartEvent(content_index=current, partial=builder.snapshot())
-                    else:
-                        current = builder.open_text()
-                        yield TextStartEvent(content_index=current, partial=builder.snapshot())
-                text = part["text"]
-                builder.append(current, text)
-                # Later deltas may omit the signature; keep the last one seen for this block.
-                if isinstance(incoming, str) and incoming:
-                    signature = incoming
-                    builder.set_signature(current, signature)
-                if thinking:
-                    yield ThinkingDeltaEvent(
-                        content_index=current, delta=text, partial=builder.snapshot()
-                    )
-                else:
-                    yield TextDeltaEvent(
-                        content_index=current, delta=text, partial=builder.snapshot()
-                    )
-            call = part.get("functionCall")
-            if isinstance(call, dict):
-                if (ended := close_current()) is not None:
-                    yield ended
-                name = call.get("name") or ""
-                given = call.get("id")
-                call_id = (
-                    given
-                    if isinstance(given, str) and given and given not in call_ids
-                    else f"{name}_{int(time.time() * 1000)}_{next(_call_counter)}"
-                )
-                call_ids.add(call_id)
-                args = call.get("args") if isinstance(call.get("args"), dict) else {}
-                at = builder.open_tool_call(
-                    call_id, name, incoming if isinstance(incoming, str) and incoming else None
-                )
-                builder.append(at, json.dumps(args, separators=(",", ":"), ensure_ascii=False))
-                yield ToolCallStartEvent(content_index=at, partial=builder.snapshot())
-                yield ToolCallDeltaEvent(
-                    content_index=at, delta=builder.text(at), partial=builder.snapshot()
-                )
-                done_call = builder.close_tool_call(at, args)
-                yield ToolCallEndEvent(
-                    content_index=at, tool_call=done_call, partial=builder.snapshot()
-                )
+            raise ProviderError(f"got status: {error.get('status')}. {stringify(chunk)}")
+        b = self.b
+        response_id = chunk.get("responseId")
+        if self.response_id is None and isinstance(response_id, str) and response_id:
+            self.response_id = response_id
+            b.set_response(response_id=response_id)
+        candidates = chunk.get("candidates")
+        candidate = as_object(candidates[0]) if isinstance(candidates, list) and candidates else {}
+        parts = as_object(candidate.get("content")).get("parts")
+        for part in parts if isinstance(parts, list) else ():
+            self._part(as_object(part))
         finish = candidate.get("finishReason")
         if finish:
-            stop_reason = map_finish_reason(finish)
-            if any(builder.kind(i) == "toolCall" for i in range(len(builder))):
-                stop_reason = "toolUse"
+            self.stop_reason = map_finish_reason(str(finish))
+            if self._has_tool_calls():
+                self.stop_reason = "toolUse"
         meta = chunk.get("usageMetadata")
         if isinstance(meta, dict):
-            cached = _count(meta.get("cachedContentTokenCount"))
-            usage = Usage(
-                input=_count(meta.get("promptTokenCount")) - cached,
-                output=_count(meta.get("candidatesTokenCount"))
-                + _count(meta.get("thoughtsTokenCount")),
-                cache_read=cached,
-                cache_write=0,
-                total_tokens=_count(meta.get("totalTokenCount")),
+            cached = token_count(meta.get("cachedContentTokenCount")) or 0
+            thoughts = token_count(meta.get("thoughtsTokenCount")) or 0
+            usage = priced_usage(
+                self.model,
+                (token_count(meta.get("promptTokenCount")) or 0) - cached,
+                (token_count(meta.get("candidatesTokenCount")) or 0) + thoughts,
+                cached,
+                0,
+                token_count(meta.get("totalTokenCount")) or 0,
             )
-            builder.set_usage(calculate_cost(model, usage))
-    if (ended := close_current()) is not None:
-        yield ended
-    if options.signal is not None and options.signal.aborted:
-        raise StreamAborted
-    if stop_reason in ("error", "aborted"):
-        raise ProviderError("An unknown error occurred")
-    yield DoneEvent(reason=stop_reason, message=builder.message(stop_reason))  # type: ignore[arg-type]
+            b.set_usage(usage)
+
+    def _part(self, part: JsonObject) -> None:
+        incoming = str_or_none(part.get("thoughtSignature")) or None
+        text = part.get("text")
+        if isinstance(text, str):
+            thinking = part.get("thought") is True
+            kind = "thinking" if thinking else "text"
+            current = self.current
+            if current is None or self.b.kind(current) != kind:
+                self._close_current()
+                current = self.current = self._open_thinking() if thinking else self._open_text()
+            # Later deltas may omit the signature; keep the last one seen for this block.
+            if incoming:
+                self.b.set_signature(current, incoming)
+            self._delta(current, text)
+        call = part.get("functionCall")
+        if isinstance(call, dict):
+            self._close_current()
+            name = str_or_none(call.get("name")) or ""
+            given = call.get("id")
+            call_id = (
+                given
+                if isinstance(given, str) and given and given not in self._call_ids
+                else f"{name}_{now_ms()}_{next(_call_counter)}"
+            )
+            self._call_ids.add(call_id)
+            args = call.get("args") if isinstance(call.get("args"), dict) else {}
+            at = self._open_tool_call(call_id, name, incoming, arguments=stringify(args))
+            self._delta(at, self.b.text(at), append=False)
+            self._end(at, args)
+
+    def _on_end(self) -> None:
+        self._close_current()
+        self._done(self.stop_reason)
+
+
+def _request(
+    model: Model, context: Context, options: StreamOptions, extra: GoogleOptions
+) -> HttpRequest:
+    api_key = options.api_key or env_api_key(model.provider) or ""
+    body = build_body(model, context, options, extra)
+    headers = merge_headers({"x-goog-api-key": api_key}, model.headers, options.headers)
+    return HttpRequest(stream_url(model), headers, body)
 
 
 def stream_google(
@@ -522,14 +450,8 @@ def stream_google(
     only, so `max_retries` is forced to 0.
     """
     opts = evolve(options or StreamOptions(), max_retries=0)
-    more = extra or GoogleOptions()
-
-    def produce(
-        conn: SseConnection, builder: PartialBuilder
-    ) -> AsyncIterator[AssistantMessageEvent]:
-        return _events(conn, builder, model, context, opts, more)
-
-    return provider_stream(model, opts, produce)
+    request = partial(_request, model, context, opts, extra or GoogleOptions())
+    return provider_stream(model, opts, GoogleParser(model), request, on_http_error=sdk_error)
 
 
 def stream_simple_google(
@@ -557,6 +479,7 @@ def stream_simple_google(
 
 __all__ = [
     "GoogleOptions",
+    "GoogleParser",
     "GoogleThinking",
     "build_body",
     "convert_messages",

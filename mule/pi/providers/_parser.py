@@ -138,6 +138,19 @@ def decode_object(data: str) -> dict[str, Any]:
     return value
 
 
+def str_field(obj: JsonObject, key: str) -> str:
+    """Return `obj[key]`, which must be a string (a malformed event fails the stream)."""
+    value = obj.get(key)
+    if isinstance(value, str):
+        return value
+    raise TypeError(f"{key!r} is {type(value).__name__}, not a string")
+
+
+def str_or_none(value: object) -> str | None:
+    """Return `value` if it is a string, else None (for optional ids and signatures)."""
+    return value if isinstance(value, str) else None
+
+
 def as_object(value: object) -> JsonObject:
     """Return `value` if it is a JSON object, else an empty one (for optional sub-objects)."""
     return value if isinstance(value, dict) else _EMPTY
@@ -307,5 +320,7 @@ __all__ = [
     "priced_usage",
     "read_stop_reason",
     "snippet",
+    "str_field",
+    "str_or_none",
     "token_count",
 ]

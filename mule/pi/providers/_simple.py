@@ -16,9 +16,8 @@ from typing import Final, final
 from attrs import evolve
 
 from mule.pi._context import Context, StreamOptions, ThinkingBudgets
-from mule.pi._cost import calculate_cost
 from mule.pi._json import JsonValue
-from mule.pi._messages import AssistantMessage, Diagnostic, Usage
+from mule.pi._messages import AssistantMessage, Diagnostic
 from mule.pi._model import Model, ModelThinkingLevel, ThinkingLevel
 from mule.pi._stream import AssistantMessageEventStream
 from mule.pi.providers._env import env_api_key
@@ -202,11 +201,6 @@ def adjust_max_tokens_for_thinking(
     return max_tokens, budget
 
 
-def with_cost(model: Model, usage: Usage) -> Usage:
-    """Return `usage` with its cost computed from the model's per-million prices."""
-    return calculate_cost(model, usage)
-
-
 # -- server-requested waits -------------------------------------------------------------------
 
 HTTP_ERROR_DIAGNOSTIC: Final = "http_error"
@@ -263,5 +257,4 @@ __all__ = [
     "supported_thinking_levels",
     "thinking_budget",
     "unregister_provider",
-    "with_cost",
 ]
