@@ -32,7 +32,7 @@ from mule.pi.providers._parser import (
     str_or_none,
     token_count,
 )
-from mule.pi.providers._simple import build_base_options, clamp_thinking_level, resolve_api_key
+from mule.pi.providers._simple import clamp_thinking_level, simple_options
 from mule.pi.providers._transform import sanitize_surrogates, transform_messages
 from mule.pi.providers._transport import HttpRequest, merge_headers, provider_stream
 
@@ -461,8 +461,7 @@ def stream_simple_google(
 
     Raises `ProviderSetupError` at once when there is no API key.
     """
-    api_key = resolve_api_key(model, options)
-    base = build_base_options(model, options, api_key)
+    base = simple_options(model, options)
     if not options.reasoning:
         return stream_google(
             model, context, base, GoogleOptions(thinking=GoogleThinking(enabled=False))

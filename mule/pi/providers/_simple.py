@@ -9,13 +9,14 @@ key (`resolve_api_key`, raising at once when there is none), `max_tokens`
 from __future__ import annotations
 
 import importlib
+import os
 import time
 from collections.abc import Callable
 from typing import Final, final
 
 from attrs import evolve
 
-from mule.pi._context import Context, StreamOptions, ThinkingBudgets
+from mule.pi._context import CacheRetention, Context, StreamOptions, ThinkingBudgets
 from mule.pi._json import JsonValue
 from mule.pi._messages import AssistantMessage, Diagnostic
 from mule.pi._model import Model, ModelThinkingLevel, ThinkingLevel
@@ -107,12 +108,31 @@ def resolve_api_key(model: Model, options: StreamOptions) -> str:
     return key
 
 
+def simple_options(model: Model, options: StreamOptions | None) -> StreamOptions:
+    """Resolve the key (raising at once without one), then apply Pi's simple defaults."""
+    opts = options or StreamOptions()
+    return build_base_options(model, opts, resolve_api_key(model, opts))
+
+
 def build_base_options(model: Model, options: StreamOptions, api_key: str) -> StreamOptions:
     """Apply Pi's simple defaults: `max_tokens` = min(model max, 32000) and the resolved key."""
     max_tokens = options.max_tokens
     if max_tokens is None and model.max_tokens > 0:
         max_tokens = min(model.max_tokens, 32000)
     return evolve(options, max_tokens=max_tokens, api_key=api_key or options.api_key)
+
+
+def resolve_cache_retention(retention: CacheRetention | None) -> CacheRetention:
+    """Return the cache retention: the option, else "long" if PI_CACHE_RETENTION says so."""
+    if retention:
+        return retention
+    return "long" if os.environ.get("PI_CACHE_RETENTION") == "long" else "short"
+
+
+def compat_flag(model: Model, key: str, default: bool = True) -> bool:
+    """Return a boolean switch from `model.compat` (camelCase key), else `default`."""
+    value = (model.compat or {}).get(key)
+    return value if isinstance(value, bool) else default
 
 
 _LEVELS: Final[tuple[ModelThinkingLevel, ...]] = (
@@ -244,6 +264,7 @@ __all__ = [
     "adjust_max_tokens_for_thinking",
     "build_base_options",
     "clamp_thinking_level",
+    "compat_flag",
     "complete_simple",
     "get_provider",
     "http_error_diagnostic",
@@ -252,7 +273,9 @@ __all__ = [
     "register_provider",
     "registered_apis",
     "resolve_api_key",
+    "resolve_cache_retention",
     "retry_after_ms",
+    "simple_options",
     "stream_simple",
     "supported_thinking_levels",
     "thinking_budget",

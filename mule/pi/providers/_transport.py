@@ -40,7 +40,7 @@ from mule.pi._events import AssistantMessageEvent
 from mule.pi._json import JsonValue, loads, stringify
 from mule.pi._model import Model
 from mule.pi._stream import AssistantMessageEventStream
-from mule.pi.providers._frames import NdjsonDecoder, SseDecoder
+from mule.pi.providers import _frames
 from mule.pi.providers._parser import ProviderError, StreamAborted, StreamParser
 from mule.pi.providers._simple import http_error_diagnostic
 
@@ -419,7 +419,10 @@ async def _drive(
                 raise on_http_error(exc) from exc
             await notify_response(options, response, model)
             yield parser.start()
-            decoder = SseDecoder() if framing == "sse" else NdjsonDecoder()
+            limit = _frames.MAX_EVENT_CHARS
+            decoder = (
+                _frames.SseDecoder(limit) if framing == "sse" else _frames.NdjsonDecoder(limit)
+            )
             if framing == "sse":
                 conn.expect_event_stream()
             feed = parser.feed

@@ -1,0 +1,143 @@
+"""Pi's per-host switches for Chat Completions servers (`OpenAICompletionsCompat`).
+
+Pi infers them from the provider name and the base URL (`detect_compat`); a model's `compat`
+object (camelCase keys) overrides any of them (`get_compat`). The request builder in
+`_openai_completions` reads them; nothing else does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Literal, final
+
+from attrs import frozen
+
+from mule.pi._json import JsonObject
+from mule.pi._model import Model
+
+ThinkingFormat = Literal["openai", "openrouter", "deepseek", "zai", "qwen", "qwen-chat-template"]
+
+
+@final
+@frozen(kw_only=True)
+class CompletionsCompat:
+    """Pi's per-host switches for Chat Completions servers (`OpenAICompletionsCompat`)."""
+
+    supports_store: bool = True
+    supports_developer_role: bool = True
+    supports_reasoning_effort: bool = True
+    supports_usage_in_streaming: bool = True
+    max_tokens_field: Literal["max_completion_tokens", "max_tokens"] = "max_completion_tokens"
+    requires_tool_result_name: bool = False
+    requires_assistant_after_tool_result: bool = False
+    requires_thinking_as_text: bool = False
+    requires_reasoning_content_on_assistant_messages: bool = False
+    thinking_format: str = "openai"
+    open_router_routing: JsonObject | None = None
+    vercel_gateway_routing: JsonObject | None = None
+    zai_tool_stream: bool = False
+    supports_strict_mode: bool = True
+    cache_control_format: str | None = None
+    send_session_affinity_headers: bool = False
+    supports_long_cache_retention: bool = True
+
+
+def detect_compat(model: Model) -> CompletionsCompat:
+    """Return the compat switches Pi infers from the provider name and base URL."""
+    provider, url = model.provider, model.base_url
+    is_zai = provider == "zai" or "api.z.ai" in url
+    is_moonshot = provider in ("moonshotai", "moonshotai-cn") or "api.moonshot." in url
+    is_cf_workers = provider == "cloudflare-workers-ai" or "api.cloudflare.com" in url
+    is_cf_gateway = provider == "cloudflare-ai-gateway" or "gateway.ai.cloudflare.com" in url
+    non_standard = (
+        provider in ("cerebras", "xai", "opencode")
+        or any(host in url for host in ("cerebras.ai", "api.x.ai", "chutes.ai", "deepseek.com"))
+        or "opencode.ai" in url
+        or is_zai
+        or is_moonshot
+        or is_cf_workers
+        or is_cf_gateway
+    )
+    use_max_tokens = "chutes.ai" in url or is_moonshot or is_cf_gateway
+    is_grok = provider == "xai" or "api.x.ai" in url
+    is_deepseek = provider == "deepseek" or "deepseek.com" in url
+    if is_deepseek:
+        thinking_format = "deepseek"
+    elif is_zai:
+        thinking_format = "zai"
+    elif provider == "openrouter" or "openrouter.ai" in url:
+        thinking_format = "openrouter"
+    else:
+        thinking_format = "openai"
+    return CompletionsCompat(
+        supports_store=not non_standard,
+        supports_developer_role=not non_standard,
+        supports_reasoning_effort=not (is_grok or is_zai or is_moonshot or is_cf_gateway),
+        max_tokens_field="max_tokens" if use_max_tokens else "max_completion_tokens",
+        requires_reasoning_content_on_assistant_messages=is_deepseek,
+        thinking_format=thinking_format,
+        supports_strict_mode=not (is_moonshot or is_cf_gateway),
+        cache_control_format=(
+            "anthropic" if provider == "openrouter" and model.id.startswith("anthropic/") else None
+        ),
+        supports_long_cache_retention=not (is_cf_workers or is_cf_gateway),
+    )
+
+
+def _flag(compat: JsonObject, key: str, default: bool) -> bool:
+    value = compat.get(key)
+    return value if isinstance(value, bool) else default
+
+
+def _obj(compat: JsonObject, key: str, default: JsonObject | None) -> JsonObject | None:
+    value = compat.get(key)
+    return value if isinstance(value, Mapping) else default
+
+
+def get_compat(model: Model) -> CompletionsCompat:
+    """Return the detected switches with `model.compat` (camelCase keys) laid over them."""
+    d = detect_compat(model)
+    c = model.compat
+    if not c:
+        return d
+    field = c.get("maxTokensField")
+    thinking = c.get("thinkingFormat")
+    cache_format = c.get("cacheControlFormat")
+    return CompletionsCompat(
+        supports_store=_flag(c, "supportsStore", d.supports_store),
+        supports_developer_role=_flag(c, "supportsDeveloperRole", d.supports_developer_role),
+        supports_reasoning_effort=_flag(c, "supportsReasoningEffort", d.supports_reasoning_effort),
+        supports_usage_in_streaming=_flag(
+            c, "supportsUsageInStreaming", d.supports_usage_in_streaming
+        ),
+        max_tokens_field=(
+            field if field in ("max_tokens", "max_completion_tokens") else d.max_tokens_field
+        ),
+        requires_tool_result_name=_flag(c, "requiresToolResultName", d.requires_tool_result_name),
+        requires_assistant_after_tool_result=_flag(
+            c, "requiresAssistantAfterToolResult", d.requires_assistant_after_tool_result
+        ),
+        requires_thinking_as_text=_flag(c, "requiresThinkingAsText", d.requires_thinking_as_text),
+        requires_reasoning_content_on_assistant_messages=_flag(
+            c,
+            "requiresReasoningContentOnAssistantMessages",
+            d.requires_reasoning_content_on_assistant_messages,
+        ),
+        thinking_format=thinking if isinstance(thinking, str) else d.thinking_format,
+        open_router_routing=_obj(c, "openRouterRouting", None),
+        vercel_gateway_routing=_obj(c, "vercelGatewayRouting", d.vercel_gateway_routing),
+        zai_tool_stream=_flag(c, "zaiToolStream", d.zai_tool_stream),
+        supports_strict_mode=_flag(c, "supportsStrictMode", d.supports_strict_mode),
+        cache_control_format=(
+            cache_format if isinstance(cache_format, str) else d.cache_control_format
+        ),
+        send_session_affinity_headers=_flag(
+            c, "sendSessionAffinityHeaders", d.send_session_affinity_headers
+        ),
+        supports_long_cache_retention=_flag(
+            c, "supportsLongCacheRetention", d.supports_long_cache_retention
+        ),
+    )
+
+
+__all__ = ["CompletionsCompat", "ThinkingFormat", "detect_compat", "get_compat"]
