@@ -208,14 +208,11 @@ class PartialBuilder:
 
     def snapshot(self) -> PartialSnapshot:
         """Take an immutable snapshot of the response so far, in O(blocks)."""
-        frags = self._frags
-        return PartialSnapshot(
-            self._head,
-            tuple(
-                (kind, frags[i], len(frags[i].parts), self._meta[i])
-                for i, kind in enumerate(self._kinds)
-            ),
-        )
+        entries = [
+            (kind, frags, len(frags.parts), meta)
+            for kind, frags, meta in zip(self._kinds, self._frags, self._meta, strict=True)
+        ]
+        return PartialSnapshot(self._head, tuple(entries))
 
     def message(
         self,

@@ -419,14 +419,14 @@ _REASONING_FIELDS = ("reasoning_content", "reasoning", "reasoning_text")
 
 def error_chunk_text(error: object) -> str:
     """Word an `{"error": ...}` chunk as the SDK does: its message, else the object as JSON."""
-    text = error.get("message") if isinstance(error, Mapping) else None
+    text = error.get("message") if isinstance(error, dict) else None
     return text if isinstance(text, str) and text else stringify(error)
 
 
 def _raw_metadata(error: object) -> str | None:
-    if isinstance(error, Mapping):
+    if isinstance(error, dict):
         meta = error.get("metadata")
-        if isinstance(meta, Mapping) and meta.get("raw"):
+        if isinstance(meta, dict) and meta.get("raw"):
             return str(meta["raw"])
     return None
 
@@ -481,13 +481,13 @@ class CompletionsParser(StreamParser):
         if isinstance(served, str) and served and b.head.response_model is None:
             b.set_response(response_model=served)
         usage = chunk.get("usage")
-        if isinstance(usage, Mapping):
+        if isinstance(usage, dict):
             b.set_usage(parse_usage(usage, self.model))
         choices = chunk.get("choices")
         choice = choices[0] if isinstance(choices, list) and choices else None
-        if not isinstance(choice, Mapping):
+        if not isinstance(choice, dict):
             return
-        if not isinstance(usage, Mapping) and isinstance(choice.get("usage"), Mapping):
+        if not isinstance(usage, dict) and isinstance(choice.get("usage"), dict):
             b.set_usage(parse_usage(choice["usage"], self.model))  # Moonshot puts it here
         if choice.get("finish_reason"):
             self.finished = True
@@ -495,7 +495,7 @@ class CompletionsParser(StreamParser):
             if message is not None:
                 self.error_message = message
         delta = choice.get("delta")
-        if not isinstance(delta, Mapping):
+        if not isinstance(delta, dict):
             return
         content = delta.get("content")
         if isinstance(content, str) and content:
@@ -513,13 +513,13 @@ class CompletionsParser(StreamParser):
         calls = delta.get("tool_calls")
         if isinstance(calls, list):
             for call in calls:
-                if isinstance(call, Mapping):
+                if isinstance(call, dict):
                     self._tool_call(call)
         details = delta.get("reasoning_details")
         if isinstance(details, list):
             for detail in details:
                 if (
-                    isinstance(detail, Mapping)
+                    isinstance(detail, dict)
                     and detail.get("type") == "reasoning.encrypted"
                     and detail.get("id")
                     and detail.get("data")
