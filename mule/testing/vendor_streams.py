@@ -20,12 +20,15 @@ from typing import Any, Final, final
 from attrs import frozen
 
 from mule.pi import AssistantMessageEvent, Model
-from mule.pi.providers._anthropic import AnthropicParser
-from mule.pi.providers._frames import SseDecoder
-from mule.pi.providers._google import GoogleParser
-from mule.pi.providers._openai_completions import CompletionsParser
-from mule.pi.providers._openai_responses import ResponsesParser
-from mule.pi.providers._parser import ProviderError, StreamParser
+from mule.pi.providers import (
+    AnthropicParser,
+    CompletionsParser,
+    GoogleParser,
+    ProviderError,
+    ResponsesParser,
+    SseDecoder,
+    StreamParser,
+)
 from mule.testing import fake_anthropic as fa
 from mule.testing import fake_google as fg
 from mule.testing import fake_openai as fo

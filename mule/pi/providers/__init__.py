@@ -1,19 +1,30 @@
 """Real model providers behind Pi's `streamSimple`, dispatched on `model.api`.
 
 One skeleton for every vendor:
-- `_parser`: the I/O-free `StreamParser` base (decoded events in, Pi's events out), the shared
-  finish, stop-reason tables, token counts and `ProviderError`;
-- `_frames`: the incremental, bounded SSE and NDJSON decoders;
-- `_transport`: the HTTP half (request, retries, Retry-After, timeouts, aborts, errors), and
-  `provider_stream`, which runs a vendor's request and parser as one stream;
-- one module per vendor, its request building and its parser: `_anthropic`, `_google`,
-  `_openai_completions` (+ `_openai_compat`, the per-host switches), `_openai_responses`;
+- `StreamParser` (`_parser`): the I/O-free base of every vendor's parser, decoded stream events
+  in and Pi's events out, with the shared finish, stop-reason tables and token counts;
+  `ProviderError` is the one failure it raises;
+- `SseDecoder` / `NdjsonDecoder` (`_frames`): incremental, bounded body decoders;
+- `provider_stream` / `HttpRequest` (`_transport`): the HTTP half (request, retries,
+  Retry-After, timeouts, aborts, status errors), running a vendor's request and parser as one
+  stream;
+- one module per vendor, its request building and its parser (`AnthropicParser`,
+  `GoogleParser`, `CompletionsParser` with `_openai_compat`'s per-host switches,
+  `ResponsesParser`);
 - `_simple` (the registry and simple-API defaults), `_transform` (transcript rewriting), `_env`.
 
-Importing this package does not import httpx: built-in providers load on first use.
+Importing this package does not import httpx: the transport and the built-in providers load on
+first use (the names that need them are resolved lazily).
 """
 
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from mule.pi.providers._env import ENV_API_KEYS, env_api_key
+from mule.pi.providers._frames import NdjsonDecoder, SseDecoder
+from mule.pi.providers._parser import ProviderError, StreamAborted, StreamParser
 from mule.pi.providers._simple import (
     ProviderFn,
     ProviderSetupError,
@@ -30,14 +41,55 @@ from mule.pi.providers._simple import (
 )
 from mule.pi.providers._transform import transform_messages
 
+if TYPE_CHECKING:
+    from mule.pi.providers._anthropic import AnthropicParser
+    from mule.pi.providers._google import GoogleParser
+    from mule.pi.providers._openai_completions import CompletionsParser
+    from mule.pi.providers._openai_responses import ResponsesParser
+    from mule.pi.providers._transport import HttpRequest, provider_stream
+
+_LAZY = {
+    "AnthropicParser": "mule.pi.providers._anthropic",
+    "CompletionsParser": "mule.pi.providers._openai_completions",
+    "GoogleParser": "mule.pi.providers._google",
+    "HttpRequest": "mule.pi.providers._transport",
+    "ResponsesParser": "mule.pi.providers._openai_responses",
+    "provider_stream": "mule.pi.providers._transport",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
+
+
 __all__ = [
     "ENV_API_KEYS",
+    "AnthropicParser",
+    "CompletionsParser",
+    "GoogleParser",
+    "HttpRequest",
+    "NdjsonDecoder",
+    "ProviderError",
     "ProviderFn",
     "ProviderSetupError",
+    "ResponsesParser",
+    "SseDecoder",
+    "StreamAborted",
+    "StreamParser",
     "clamp_thinking_level",
     "complete_simple",
     "env_api_key",
     "get_provider",
+    "provider_stream",
     "register_lazy_provider",
     "register_provider",
     "registered_apis",
