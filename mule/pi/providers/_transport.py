@@ -28,13 +28,12 @@ import random
 import ssl
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
-from typing import Any, Final, Literal, TypeAlias, final
+from typing import TYPE_CHECKING, Any, Final, Literal, TypeAlias, final
 
 import anyio
 import httpx
 from attrs import frozen
 
-from mule._abort import AbortSignal
 from mule.pi._context import ProviderResponse, StreamOptions
 from mule.pi._events import AssistantMessageEvent
 from mule.pi._json import JsonValue, loads, stringify
@@ -43,6 +42,9 @@ from mule.pi._stream import AssistantMessageEventStream
 from mule.pi.providers import _frames
 from mule.pi.providers._parser import ProviderError, StreamAborted, StreamParser
 from mule.pi.providers._simple import http_error_diagnostic
+
+if TYPE_CHECKING:
+    from mule.pi import AbortSignal
 
 DEFAULT_MAX_RETRIES: Final = 2  # the OpenAI and Anthropic SDKs' default, which Pi inherits
 DEFAULT_MAX_RETRY_DELAY_MS: Final = 60_000
