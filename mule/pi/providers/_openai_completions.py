@@ -38,9 +38,8 @@ from mule.pi.providers._parser import (
     token_count,
 )
 from mule.pi.providers._simple import (
-    reasoning_effort,
     resolve_cache_retention,
-    simple_options,
+    simple_options_with_effort,
 )
 from mule.pi.providers._transform import sanitize_surrogates, transform_messages
 from mule.pi.providers._transport import HttpRequest, merge_headers, provider_stream
@@ -612,8 +611,8 @@ def stream_simple_openai_completions(
     model: Model, context: Context, options: StreamOptions | None = None
 ) -> AssistantMessageEventStream:
     """Pi's `streamSimpleOpenAICompletions`: simple defaults, then the provider stream."""
-    base = simple_options(model, options)
-    return stream_openai_completions(model, context, base, effort=reasoning_effort(model, base))
+    base, effort = simple_options_with_effort(model, options)
+    return stream_openai_completions(model, context, base, effort=effort)
 
 
 __all__ = [

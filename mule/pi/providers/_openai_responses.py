@@ -39,9 +39,8 @@ from mule.pi.providers._parser import (
 )
 from mule.pi.providers._simple import (
     compat_flag,
-    reasoning_effort,
     resolve_cache_retention,
-    simple_options,
+    simple_options_with_effort,
 )
 from mule.pi.providers._transform import sanitize_surrogates, short_hash, transform_messages
 from mule.pi.providers._transport import HttpRequest, merge_headers, provider_stream
@@ -515,8 +514,8 @@ def stream_simple_openai_responses(
     model: Model, context: Context, options: StreamOptions | None = None
 ) -> AssistantMessageEventStream:
     """Pi's `streamSimpleOpenAIResponses`: simple defaults, then the provider stream."""
-    base = simple_options(model, options)
-    return stream_openai_responses(model, context, base, effort=reasoning_effort(model, base))
+    base, effort = simple_options_with_effort(model, options)
+    return stream_openai_responses(model, context, base, effort=effort)
 
 
 __all__ = [

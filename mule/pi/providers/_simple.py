@@ -114,6 +114,14 @@ def simple_options(model: Model, options: StreamOptions | None) -> StreamOptions
     return build_base_options(model, opts, resolve_api_key(model, opts))
 
 
+def simple_options_with_effort(
+    model: Model, options: StreamOptions | None
+) -> tuple[StreamOptions, ThinkingLevel | None]:
+    """Return `simple_options` and the clamped reasoning level (for effort-based providers)."""
+    base = simple_options(model, options)
+    return base, reasoning_effort(model, base)
+
+
 def build_base_options(model: Model, options: StreamOptions, api_key: str) -> StreamOptions:
     """Apply Pi's simple defaults: `max_tokens` = min(model max, 32000) and the resolved key."""
     max_tokens = options.max_tokens
@@ -276,6 +284,7 @@ __all__ = [
     "resolve_cache_retention",
     "retry_after_ms",
     "simple_options",
+    "simple_options_with_effort",
     "stream_simple",
     "supported_thinking_levels",
     "thinking_budget",
