@@ -1,0 +1,18 @@
+"""MCP servers as mule tools, on the official `mcp` SDK (`pip install 'mule[mcp]'`).
+
+    async with MCPServer.stdio("python", ["-m", "my_server"]) as server:
+        tools = await server.tools(prefix="my_")
+        outcome = await mule.run(mule.MuleRunInput(..., tools=tools))
+
+Each tool's descriptor is the MCP tool's name, description and input schema (mule's gate
+validates the arguments); progress notifications become `update` parts; the run's abort sends
+MCP's cancellation; `isError` results are error results; text and image content become Pi
+content and `structuredContent` the result's `details`. Replay is `unsafe` unless the host says
+otherwise. A server that dies, hangs or sends garbage fails the run with `MuleError(tool)`.
+"""
+
+from mule.mcp._errors import MCPServerError
+from mule.mcp._server import MCPServer
+from mule.mcp._tools import tool_result
+
+__all__ = ["MCPServer", "MCPServerError", "tool_result"]

@@ -1,0 +1,34 @@
+"""The one failure of an MCP server, and how it becomes a run's `MuleError(tool)`."""
+
+from __future__ import annotations
+
+from typing import final
+
+from mule.effects import MuleError
+from mule.promise import MuleRunFailed
+
+
+@final
+class MCPServerError(Exception):
+    """An MCP server died, hung, closed or sent something that is not MCP.
+
+    `server` names it, `problem` says what happened, and `stderr` is the tail of what a stdio
+    server wrote to its stderr (empty for HTTP servers).
+    """
+
+    def __init__(self, server: str, problem: str, *, stderr: str = "") -> None:
+        text = f"MCP server {server!r} {problem}"
+        if stderr:
+            text += f"; its stderr ends with:\n{stderr}"
+        super().__init__(text)
+        self.server = server
+        self.problem = problem
+        self.stderr = stderr
+
+
+def as_run_failure(error: MCPServerError) -> MuleRunFailed:
+    """Return the exception that fails the run with `MuleError(tool)` carrying `error`."""
+    return MuleRunFailed(MuleError("tool", str(error), error))
+
+
+__all__ = ["MCPServerError", "as_run_failure"]
