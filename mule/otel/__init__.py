@@ -1,0 +1,15 @@
+"""OpenTelemetry GenAI traces and metrics of mule runs (`pip install 'mule[otel]'`).
+
+    outcome = await mule.run(inp, mule.otel.traced(show))
+
+`traced(listener)` records the run as an `invoke_agent` span, a `chat {model}` span per model
+attempt and an `execute_tool {name}` span per tool call, nested as mule's identities are, and
+the GenAI client metrics `gen_ai.client.token.usage` and `gen_ai.client.operation.duration`. It
+needs only `opentelemetry-api`: the host configures the SDK and exporters (or runs
+`mule run --otel`, which exports with the standard `OTEL_EXPORTER_OTLP_*` variables).
+"""
+
+from mule.otel._listener import Traced, traced
+from mule.otel._propagate import link_to, traceparent
+
+__all__ = ["Traced", "link_to", "traceparent", "traced"]
