@@ -554,3 +554,27 @@ def test_base_messages_round_trip(journal: Journal) -> None:
     journal.begin("r", base)
     assert journal.recover("r") == (tuple(base), None)
     assert os.path.exists(journal.path)
+
+
+def test_run_metadata_is_kept_and_old_journals_gain_it(tmp_path: Path) -> None:
+    """set_meta/meta keep host metadata per run; a journal from before gets the column."""
+    old = tmp_path / "old.db"
+    db = sqlite3.connect(old)
+    db.execute(
+        "CREATE TABLE runs(run_id TEXT PRIMARY KEY, base TEXT NOT NULL, status TEXT NOT NULL,"
+        " segments INTEGER NOT NULL DEFAULT 0, pid INTEGER NOT NULL, host TEXT NOT NULL,"
+        " created_ms INTEGER NOT NULL, updated_ms INTEGER NOT NULL)"
+    )
+    db.execute("INSERT INTO runs VALUES ('r0', '[]', 'failed', 1, 1, 'h', 1, 1)")
+    db.commit()
+    db.close()
+    with Journal(old) as j:
+        assert j.meta("r0") == {}
+        j.begin("r1", [UserMessage("hi", 1)])
+        j.set_meta("r1", "otel.traceparent", "00-abc-def-01")
+        j.set_meta("r1", "other", "x")
+        assert j.meta("r1") == {"otel.traceparent": "00-abc-def-01", "other": "x"}
+        with pytest.raises(JournalError):
+            j.set_meta("nope", "k", "v")
+        with pytest.raises(JournalError):
+            j.meta("nope")

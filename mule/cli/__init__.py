@@ -91,6 +91,25 @@ def build_parser() -> argparse.ArgumentParser:
         help="let read/ls/grep reach files outside the working directory",
     )
     run.add_argument(
+        "--mcp",
+        action="append",
+        default=[],
+        metavar="'COMMAND ARGS'",
+        help="add the tools of an MCP server run as this command (stdio; repeatable)",
+    )
+    run.add_argument(
+        "--mcp-url",
+        action="append",
+        default=[],
+        metavar="URL",
+        help="add the tools of an MCP server at this streamable-HTTP URL (repeatable)",
+    )
+    run.add_argument(
+        "--otel",
+        action="store_true",
+        help="export OpenTelemetry traces and metrics over OTLP (OTEL_EXPORTER_OTLP_* variables)",
+    )
+    run.add_argument(
         "--bash-timeout",
         type=float,
         default=120.0,
@@ -156,6 +175,9 @@ def _dispatch(args: argparse.Namespace) -> int:
                 cwd=args.cwd.resolve(),
                 confined=not args.unconfined,
                 bash_timeout_s=args.bash_timeout,
+                mcp=tuple(args.mcp),
+                mcp_urls=tuple(args.mcp_url),
+                otel=args.otel,
             )
             return anyio.run(run_command, opts)
         case "demo":

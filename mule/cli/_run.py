@@ -6,6 +6,7 @@ import signal as signals
 import sys
 import time
 from collections.abc import Callable, Sequence
+from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import final
 
@@ -18,6 +19,7 @@ from rich.text import Text
 from mule._abort import AbortController, AbortError, AbortSignal
 from mule.cli._codes import DEFAULT_TOOLS, EXIT_CANCELLED, EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from mule.cli._demo import DEMO_LABEL, DEMO_MODEL, DEMO_PROMPT, DEMO_TOOLS, DemoModel
+from mule.cli._integrations import mcp_tools, otel_tracing
 from mule.cli._journal import Continuation, continuation, new_run_id, open_journal
 from mule.cli._models import load_registry, missing_key, resolve_model
 from mule.cli._render import JsonLines, LiveView
@@ -55,6 +57,9 @@ class RunOptions:
     cwd: Path = Path(".")  # absolute: the caller resolves it before the event loop starts
     confined: bool = True
     bash_timeout_s: float = BASH_DEFAULT_TIMEOUT_S
+    mcp: tuple[str, ...] = ()  # stdio MCP server commands
+    mcp_urls: tuple[str, ...] = ()  # streamable-HTTP MCP server URLs
+    otel: bool = False
 
 
 def default_system_prompt(root: Path, tools: Sequence[str]) -> str:
@@ -193,57 +198,80 @@ async def run_command(opts: RunOptions) -> int:
             return EXIT_USAGE
         journal = opened.unwrap()
     try:
-        plan = _plan(opts, journal)
-        if isinstance(plan, Failure):
-            err.print(Text(plan.failure(), style="red"))
-            return EXIT_USAGE
-        run_id, start = plan.unwrap()
-        level: ThinkingLevel | None = None
-        if opts.thinking not in (None, "off"):
-            level = opts.thinking  # type: ignore[assignment]
-        inp = MuleRunInput(
-            model=target.model,
-            system_prompt=opts.system
-            if opts.system is not None
-            else default_system_prompt(root, opts.tools),
-            messages=start.messages,
-            resume=start.resume,
-            tools=tools,
-            stream_options=StreamOptions(
-                api_key=target.api_key,
-                headers=target.headers,
-                reasoning=level,
-                max_retries=opts.provider_retries,
-            ),
-            retry=retry,
-            retry_after_ms=retry_after_ms,
-        )
-        record: Record | None = None
-        if journal is not None and run_id is not None:
-            if opts.resume is None:
-                journal.begin(run_id, start.messages)
-            record = journal.listener(run_id)
-            verb = "resuming" if opts.resume is not None else "recording"
-            err.print(Text(f"journal: {verb} run {run_id} in {journal.path}", style="dim"))
-        json_out = JsonLines(sys.stdout) if opts.json else None
-        if not opts.json:
-            out.print(Text(f"{target.model.provider}/{target.model.id}", style="bold"), end="")
-            out.print(Text(f"  {target.model.base_url}  cwd {root}", style="dim"))
-        try:
-            code = await drive(inp, _listener(view, json_out, record), err)
-        finally:
-            view.close()
-        if not opts.json:
-            out.print(view.summary())
-        if journal is not None and run_id is not None and code != EXIT_OK:
-            err.print(
-                Text(
-                    f"resume with: mule run --journal {journal.path} --resume {run_id} "
-                    f"--model {opts.model} (and the same tools)",
-                    style="dim",
+        async with AsyncExitStack() as stack:  # MCP sessions, the OTLP flush
+            plan = _plan(opts, journal)
+            if isinstance(plan, Failure):
+                err.print(Text(plan.failure(), style="red"))
+                return EXIT_USAGE
+            run_id, start = plan.unwrap()
+            added = await mcp_tools(stack, opts.mcp, opts.mcp_urls, tools)
+            if isinstance(added, Failure):
+                err.print(Text(added.failure(), style="red"))
+                return EXIT_USAGE
+            tools = (*tools, *added.unwrap())
+            names = [t.descriptor.name for t in tools]
+            tracing = None
+            if opts.otel:
+                setup = await otel_tracing(
+                    stack,
+                    journal=journal,
+                    run_id=run_id,
+                    resuming=opts.resume is not None,
+                    messages=start.messages,
                 )
+                if isinstance(setup, Failure):
+                    err.print(Text(setup.failure(), style="red"))
+                    return EXIT_USAGE
+                tracing = setup.unwrap()
+            level: ThinkingLevel | None = None
+            if opts.thinking not in (None, "off"):
+                level = opts.thinking  # type: ignore[assignment]
+            inp = MuleRunInput(
+                model=target.model,
+                system_prompt=opts.system
+                if opts.system is not None
+                else default_system_prompt(root, names),
+                messages=start.messages,
+                resume=start.resume,
+                tools=tools,
+                stream_options=StreamOptions(
+                    api_key=target.api_key,
+                    headers=target.headers,
+                    reasoning=level,
+                    max_retries=opts.provider_retries,
+                ),
+                retry=retry,
+                retry_after_ms=retry_after_ms,
             )
-        return code
+            record: Record | None = None
+            if journal is not None and run_id is not None:
+                if opts.resume is None:
+                    journal.begin(run_id, start.messages)
+                record = journal.listener(run_id)
+                verb = "resuming" if opts.resume is not None else "recording"
+                err.print(Text(f"journal: {verb} run {run_id} in {journal.path}", style="dim"))
+            json_out = JsonLines(sys.stdout) if opts.json else None
+            if not opts.json:
+                out.print(Text(f"{target.model.provider}/{target.model.id}", style="bold"), end="")
+                out.print(Text(f"  {target.model.base_url}  cwd {root}", style="dim"))
+            listener = _listener(view, json_out, record)
+            if tracing is not None:
+                listener = tracing(listener)
+            try:
+                code = await drive(inp, listener, err)
+            finally:
+                view.close()
+            if not opts.json:
+                out.print(view.summary())
+            if journal is not None and run_id is not None and code != EXIT_OK:
+                err.print(
+                    Text(
+                        f"resume with: mule run --journal {journal.path} --resume {run_id} "
+                        f"--model {opts.model} (and the same tools)",
+                        style="dim",
+                    )
+                )
+            return code
     finally:
         if journal is not None:
             journal.close()

@@ -37,7 +37,8 @@ CREATE TABLE IF NOT EXISTS runs(
     pid INTEGER NOT NULL,
     host TEXT NOT NULL,
     created_ms INTEGER NOT NULL,
-    updated_ms INTEGER NOT NULL
+    updated_ms INTEGER NOT NULL,
+    meta TEXT NOT NULL DEFAULT '{}'
 );
 CREATE TABLE IF NOT EXISTS events(
     run_id TEXT NOT NULL,
@@ -69,6 +70,17 @@ class RunInfo:
 
 def _now_ms() -> int:
     return int(time.time() * 1000)
+
+
+def _meta(text: str) -> dict[str, str]:
+    """Decode a run's metadata; a damaged value reads as none rather than failing the run."""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return {}
+    if not isinstance(value, dict):
+        return {}
+    return {str(k): str(v) for k, v in value.items()}
 
 
 def _alive(pid: int) -> bool:
@@ -174,6 +186,9 @@ class Journal:
             for statement in _SCHEMA.split(";"):
                 if statement.strip():
                     db.execute(statement)
+            columns = {row[1] for row in db.execute("PRAGMA table_info(runs)")}
+            if "meta" not in columns:  # a journal written before run metadata existed
+                db.execute("ALTER TABLE runs ADD COLUMN meta TEXT NOT NULL DEFAULT '{}'")
 
     def _write(self) -> _Tx:
         return _Tx(self._db)
@@ -197,7 +212,8 @@ class Journal:
         try:
             with self._write() as db:
                 db.execute(
-                    "INSERT INTO runs VALUES (?, ?, 'running', 0, ?, ?, ?, ?)",
+                    "INSERT INTO runs (run_id, base, status, segments, pid, host, created_ms,"
+                    " updated_ms) VALUES (?, ?, 'running', 0, ?, ?, ?, ?)",
                     (run_id, base, os.getpid(), socket.gethostname(), now, now),
                 )
         except sqlite3.IntegrityError as exc:
@@ -236,7 +252,26 @@ class Journal:
 
         return listen
 
+    def set_meta(self, run_id: str, key: str, value: str) -> None:
+        """Keep `key = value` with the run (the host's own metadata: a trace context, say)."""
+        with self._write() as db:
+            row = db.execute("SELECT meta FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+            if row is None:
+                raise JournalError(f"unknown run {run_id!r}")
+            meta = {**_meta(row[0]), key: value}
+            db.execute(
+                "UPDATE runs SET meta = ? WHERE run_id = ?",
+                (json.dumps(meta, ensure_ascii=False), run_id),
+            )
+
     # -- reading ----------------------------------------------------------------------------
+
+    def meta(self, run_id: str) -> dict[str, str]:
+        """Return the run's metadata (see `set_meta`)."""
+        row = self._db.execute("SELECT meta FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+        if row is None:
+            raise JournalError(f"unknown run {run_id!r}")
+        return _meta(row[0])
 
     def _base(self, run_id: str) -> tuple[Message, ...]:
         row = self._db.execute("SELECT base FROM runs WHERE run_id = ?", (run_id,)).fetchone()

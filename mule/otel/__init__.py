@@ -9,7 +9,16 @@ needs only `opentelemetry-api`: the host configures the SDK and exporters (or ru
 `mule run --otel`, which exports with the standard `OTEL_EXPORTER_OTLP_*` variables).
 """
 
+from mule.otel._export import OtlpExport, OtlpSetupError, otlp_export
 from mule.otel._listener import Traced, traced
 from mule.otel._propagate import link_to, traceparent
 
-__all__ = ["Traced", "link_to", "traceparent", "traced"]
+__all__ = [
+    "OtlpExport",
+    "OtlpSetupError",
+    "Traced",
+    "link_to",
+    "otlp_export",
+    "traceparent",
+    "traced",
+]
