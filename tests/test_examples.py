@@ -15,7 +15,7 @@ def run_example(name: str) -> str:
         [sys.executable, str(ROOT / "examples" / name)],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=120,  # an MCP example starts a server: seconds on a loaded machine
         check=True,
     )
     return done.stdout
@@ -35,3 +35,21 @@ def test_coding_tools_example_runs_offline() -> None:
     assert "[ls {}]\nnotes.txt\nsrc/" in out
     assert "mules are sure-footed" in out
     assert "completed - The notes say mules are sure-footed." in out
+
+
+def test_mcp_example_runs_a_real_mcp_server() -> None:
+    """examples/mcp_tools.py: the SDK server's tools, progress, trusted replay, the answer."""
+    out = run_example("mcp_tools.py")
+    assert "notes_read_note (safe), notes_index_notes (unsafe)" in out
+    assert "[notes_index_notes] indexed groceries" in out
+    assert "[notes_read_note -> eggs, flour, sugar]" in out
+    assert out.rstrip().endswith("completed")
+
+
+def test_otel_example_prints_the_span_tree() -> None:
+    """examples/otel_traces.py: a retry is a sibling attempt, the tool sits under its attempt."""
+    out = run_example("otel_traces.py")
+    assert "invoke_agent counter  OK" in out
+    assert "  chat demo-model  ERROR  mule.attempt=1 error.type=503" in out
+    assert "    execute_tool word_count" in out
+    assert "gen_ai.client.token.usage output: count=2 sum=15" in out
