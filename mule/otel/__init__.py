@@ -10,13 +10,12 @@ needs only `opentelemetry-api`: the host configures the SDK and exporters (or ru
 """
 
 from mule.otel._export import OtlpExport, OtlpSetupError, otlp_export
-from mule.otel._listener import Traced, traced
+from mule.otel._listener import traced
 from mule.otel._propagate import link_to, traceparent
 
 __all__ = [
     "OtlpExport",
     "OtlpSetupError",
-    "Traced",
     "link_to",
     "otlp_export",
     "traceparent",

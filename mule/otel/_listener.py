@@ -53,25 +53,36 @@ _DURATION_BUCKETS: Final = (
 
 
 @final
+class _Prompt:
+    """A model attempt between its `model_prompt` and its assistant `message_start`.
+
+    Its span starts (back-dated to the prompt) once the message names the model: one
+    `start_span` with every attribute, instead of a start, a rename and more attributes.
+    """
+
+    __slots__ = ("attrs", "started", "started_ns")
+
+    def __init__(self, attrs: dict[str, Any]) -> None:
+        self.attrs = attrs
+        self.started_ns = time.time_ns()
+        self.started = time.perf_counter()
+
+
+@final
 class _Attempt:
     """One model attempt's span, until its assistant message ends."""
 
-    __slots__ = ("context", "span", "started", "turn")
+    __slots__ = ("context", "span", "started")
 
-    def __init__(self, span: Span, turn: str) -> None:
+    def __init__(self, span: Span, started: float) -> None:
         self.span = span
-        self.turn = turn
-        self.started = time.perf_counter()
+        self.started = started
         self.context = trace.set_span_in_context(span)
 
 
 @final
-class Traced:
-    """A listener that records the run as spans and metrics, then calls the wrapped listener.
-
-    Promise-style: `(event, signal) -> None | Awaitable[None]` (it returns what the wrapped
-    listener returns). One `Traced` records one run at a time; make one per run.
-    """
+class _Recorder:
+    """Turns one run's events into spans and metrics (see `traced`)."""
 
     def __init__(
         self,
@@ -121,7 +132,7 @@ class Traced:
     def _reset(self) -> None:
         self._run: Span | None = None
         self._run_context: otel_context.Context | None = None
-        self._pending: _Attempt | None = None  # prompted, its assistant message not yet started
+        self._pending: _Prompt | None = None  # prompted, its assistant message not yet started
         self._attempts: dict[str, _Attempt] = {}  # by message identity
         self._asked: dict[str, otel_context.Context] = {}  # a message's context, for its calls
         self._tools: dict[str, Span] = {}  # by tool_call identity
@@ -130,15 +141,32 @@ class Traced:
         self._provider: str | None = None
         self._usage = [0, 0]
 
-    def __call__(self, event: MuleEvent, signal: AbortSignal) -> Awaitable[None] | None:
-        """Record `event`, then hand it to the wrapped listener."""
-        kind = type(event)
-        if kind is not MessageUpdate:  # the per-delta path: nothing to record
-            handler = self._handlers.get(kind)
-            if handler is not None:
-                handler(event)
+    def listener(self) -> MulePromiseListener:
+        """Return the listener: a closure, since the per-delta path must cost next to nothing."""
+        handlers = self._handlers.get
         inner = self._inner
-        return None if inner is None else inner(event, signal)
+        delta = MessageUpdate
+
+        if inner is None:
+
+            def record(event: MuleEvent, signal: AbortSignal) -> None:
+                kind = type(event)
+                if kind is not delta:
+                    handler = handlers(kind)
+                    if handler is not None:
+                        handler(event)
+
+            return record
+
+        def record_then_call(event: MuleEvent, signal: AbortSignal) -> Awaitable[None] | None:
+            kind = type(event)
+            if kind is not delta:
+                handler = handlers(kind)
+                if handler is not None:
+                    handler(event)
+            return inner(event, signal)
+
+        return record_then_call
 
     # -- the run ----------------------------------------------------------------------------
 
@@ -176,8 +204,8 @@ class Traced:
         # Work the run left open (a stream or tools cut off by a cancel or failure) ends with it.
         for attempt in self._attempts.values():
             self._close(attempt.span, why)
-        if self._pending is not None:
-            self._close(self._pending.span, why)
+        if self._pending is not None:  # cut off before its stream started
+            self._close(self._chat_span("chat", self._pending), why)
         for span in self._tools.values():
             self._close(span, why)
         attrs: dict[str, Any] = {
@@ -214,28 +242,36 @@ class Traced:
         if self._capture:
             attrs["gen_ai.system_instructions"] = system_attribute(event.system_prompt)
             attrs["gen_ai.input.messages"] = messages_attribute(self._transcript)
-        span = self._tracer.start_span(
-            "chat", context=self._run_context, kind=SpanKind.CLIENT, attributes=attrs
+        self._pending = _Prompt(attrs)
+
+    def _chat_span(self, name: str, prompt: _Prompt) -> Span:
+        return self._tracer.start_span(
+            name,
+            context=self._run_context,
+            kind=SpanKind.CLIENT,
+            attributes=prompt.attrs,
+            start_time=prompt.started_ns,
         )
-        self._pending = _Attempt(span, event.turn.value)
 
     def _message_start(self, event: MessageStart) -> None:
         value = event.value
         if type(value) is not AssistantMessage:
             return
-        attempt = self._pending
-        if attempt is None:
+        prompt = self._pending
+        if prompt is None:
             return
         self._pending = None
         message = event.message.value
-        self._attempts[message] = attempt
-        self._asked[message] = attempt.context
         provider = PROVIDER_NAMES.get(value.provider, value.provider)
         if self._model is None:
             self._model, self._provider = value.model, provider
-        span = attempt.span
-        span.update_name(f"chat {value.model}")
-        span.set_attributes({MODEL: value.model, PROVIDER: provider, "mule.message": message})
+        attrs = prompt.attrs
+        attrs[MODEL] = value.model
+        attrs[PROVIDER] = provider
+        attrs["mule.message"] = message
+        attempt = _Attempt(self._chat_span(f"chat {value.model}", prompt), prompt.started)
+        self._attempts[message] = attempt
+        self._asked[message] = attempt.context
 
     def _message_end(self, event: MessageEnd) -> None:
         value = event.value
@@ -336,7 +372,7 @@ def traced(
     messages: Sequence[Message] = (),
     continues: str | SpanContext | None = None,
     on_run_start: Callable[[str], None] | None = None,
-) -> Traced:
+) -> MulePromiseListener:
     """Return a listener that records a run as OpenTelemetry GenAI spans and metrics.
 
     `listener` (optional) receives every event afterwards. Providers default to the global
@@ -346,9 +382,11 @@ def traced(
     `traceparent`) links the run to the trace of the run it resumes; `on_run_start` receives
     this run's `traceparent`, for the host to keep with the run.
 
-    The run span's parent is the context current when the run starts.
+    The run span's parent is the context current when the run starts. The listener records
+    one run at a time (make one per concurrent run); it is promise-style, and returns what
+    `listener` returns.
     """
-    return Traced(
+    return _Recorder(
         listener,
         tracer_provider=tracer_provider,
         meter_provider=meter_provider,
@@ -358,7 +396,7 @@ def traced(
         messages=messages,
         continues=continues,
         on_run_start=on_run_start,
-    )
+    ).listener()
 
 
-__all__ = ["Traced", "traced"]
+__all__ = ["traced"]
