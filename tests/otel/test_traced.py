@@ -362,3 +362,23 @@ async def test_without_an_sdk_it_records_nothing_and_costs_little() -> None:
     outcome = await mule.run(run_input([reply("hi")]), traced(on_run_start=started.append))
     assert outcome.status == "completed"
     assert started == []  # the no-op provider has no trace to continue
+
+
+async def test_the_effects_root_records_the_same_tree(otel: Otel) -> None:
+    """The Result root, given the listener through the facade's adapter, yields the same spans."""
+    from returns.result import Success
+
+    from mule.effects import run as run_core
+    from mule.promise._adapt import adapt_input, adapt_listener  # the facade's one adapter
+
+    listener = traced(tracer_provider=otel.tracer_provider, meter_provider=otel.meter_provider)
+    result = await run_core(adapt_input(run_input(RETRIED_PARALLEL, add)), adapt_listener(listener))
+    assert isinstance(result, Success)
+    spans = by_name(otel.finished())
+    assert sorted((name, len(s)) for name, s in spans.items()) == [
+        ("chat gpt-test", 3),
+        ("execute_tool add", 2),
+        ("invoke_agent", 1),
+    ]
+    retried = spans["chat gpt-test"][1]
+    assert {parent_of(t) for t in spans["execute_tool add"]} == {sid(retried)}
