@@ -241,8 +241,12 @@ class MCPServer:
         self._tg = await stack.enter_async_context(anyio.create_task_group())
         self._stack = stack
         self._tg.start_soon(self._own)
-        with anyio.move_on_after(self._connect_timeout):
-            await self._settled.wait()
+        try:
+            with anyio.move_on_after(self._connect_timeout):
+                await self._settled.wait()
+        except BaseException:  # the host was cancelled while connecting: leave nothing behind
+            await self._shutdown()
+            raise
         if self._client is None or self._failure is not None:
             problem = f"did not finish connecting within {self._connect_timeout:g} s"
             if self._failure is not None:

@@ -298,3 +298,11 @@ async def test_tools_of_a_closed_server_fail_the_run(marker: Path) -> None:
         tools = await server.tools()
     with pytest.raises(mule.MuleRunFailed, match="is closed"):
         await mule.run(run_input(tools, Call("c1", "echo", {"text": "x"})))
+
+
+async def test_cancelling_the_host_while_connecting_leaves_nothing_behind(marker: Path) -> None:
+    started = time.monotonic()
+    with anyio.move_on_after(0.5):
+        async with stdio(marker, "hang", connect_timeout=30.0):
+            pytest.fail("connected to a server that never answers")
+    assert time.monotonic() - started < 10
