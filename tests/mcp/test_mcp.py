@@ -14,7 +14,7 @@ import mule
 from mule.mcp import MCPServer, MCPServerError
 from mule.pi import ImageContent, Model, TextContent, UserMessage
 from mule.pi.scripted import Call, ScriptedModel, reply
-from tests.mcp.conftest import RAW, SERVER, HttpServer, stop
+from tests.mcp.conftest import RAW, SERVER, HttpServer
 
 # On trio, the SDK's HTTP client leaves httpx2's SSE generators to the garbage collector after a
 # streamed (progress) response; trio then closes them itself, with a ResourceWarning. Not ours.
@@ -233,7 +233,7 @@ async def test_an_http_server_killed_mid_call(own_http_server: HttpServer) -> No
 
     def listener(event: mule.MuleEvent, signal: mule.AbortSignal) -> None:
         if type(event) is mule.ToolExecutionStart:
-            stop(own_http_server.process)  # SIGTERM: uvicorn drops the open request
+            own_http_server.process.kill()  # mid-call: the open request dies with it
 
     async with server:
         tools = await server.tools()
