@@ -17,11 +17,12 @@ span processor's included, so other processes' load counts less):
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from collections.abc import Sequence
+from pathlib import Path
 
 import anyio
-from loop_overhead import MODEL, PARAMS, script
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
@@ -31,6 +32,12 @@ import mule
 from mule.otel import traced
 from mule.pi import UserMessage
 from mule.pi.scripted import ScriptedModel
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from bench.loop_overhead import MODEL, PARAMS, script  # noqa: E402
 
 
 class Dropping(SpanExporter):
