@@ -220,7 +220,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the `mule` command; return its exit code."""
     given = list(sys.argv[1:] if argv is None else argv)
     if given[:1] == ["serve"]:  # the server owns its own options
-        from mule.pirc.server import main as serve_main
+        from mule.serve import main as serve_main
 
         return serve_main(given[1:])
     parser = build_parser()

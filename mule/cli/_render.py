@@ -13,7 +13,7 @@ import math
 import sys
 import time
 from collections.abc import Callable
-from typing import IO, Any, final
+from typing import IO, final
 
 import anyio
 import anyio.to_thread
@@ -25,7 +25,7 @@ from rich.spinner import Spinner
 from rich.text import Text
 
 from mule._abort import AbortSignal
-from mule.effects._codec import event_to_wire
+from mule.effects import to_json
 from mule.effects._events import (
     MessageEnd,
     MessageStart,
@@ -352,7 +352,7 @@ def _readline(stdin: IO[str] | None) -> str | None:
 
 @final
 class JsonLines:
-    """A listener that writes each event as one JSON line (`mule.effects.event_to_wire`)."""
+    """A listener that writes each event as one JSON line (`mule.effects.to_json`)."""
 
     def __init__(self, out: IO[str]) -> None:
         self.out = out
@@ -363,8 +363,7 @@ class JsonLines:
 
     def write(self, event: MuleEvent) -> None:
         """Write one event and flush, so a reader sees it at once."""
-        wire: dict[str, Any] = event_to_wire(event)
-        self.out.write(json.dumps(wire, ensure_ascii=False, separators=(",", ":")) + "\n")
+        self.out.write(to_json(event) + "\n")
         self.out.flush()
 
 

@@ -20,13 +20,11 @@ from psycopg import sql
 from returns.result import Failure, Result, Success
 
 from mule._abort import AbortSignal
-from mule.effects._codec import event_from_wire
+from mule.effects import event_from_record, event_to_record, from_json, to_json
 from mule.effects._errors import MuleError
 from mule.effects._events import MuleEvent
 from mule.effects._settings import Listener, MuleResume
-from mule.journal._fold import Fold, fold
-from mule.journal._record import COMMIT_POINTS, STREAM_ONLY, encode
-from mule.pi._codec import from_wire, to_wire
+from mule.journal import COMMIT_POINTS, STREAM_ONLY, Fold, fold
 from mule.pi._messages import Message
 
 NOTIFY_CHANNEL = "mule_events"
@@ -148,7 +146,8 @@ class _Recorder:
         kind = event.type
         if not self.buffer:
             self.first_ms = now_ms()
-        self.buffer.append((self.run_id, self.segment, event_key(event), kind, encode(event)))
+        record = event_to_record(event)
+        self.buffer.append((self.run_id, self.segment, event_key(event), kind, record))
         if kind in self.commit_at:
             status = event.outcome if kind == "run_end" else None  # type: ignore[union-attr]
             self.flush(status)
@@ -221,7 +220,7 @@ class PgStore:
 
     def begin(self, run_id: str, messages: Sequence[Message], *, exist_ok: bool = False) -> None:
         """Record a new run and the messages it starts from (`exist_ok`: keep an existing one)."""
-        base = json.dumps([to_wire(m) for m in messages], ensure_ascii=False)
+        base = to_json(tuple(messages))
         now = now_ms()
         inserted = self._x(
             "INSERT INTO {}.runs VALUES (%s, %s, 'running', 0, %s, %s)"
@@ -301,7 +300,8 @@ class PgStore:
         row = self._x("SELECT base FROM {}.runs WHERE run_id = %s", (run_id,)).fetchone()
         if row is None:
             raise StoreError(f"unknown run {run_id!r}")
-        return tuple(from_wire(Message, m) for m in json.loads(row[0]))
+        messages: tuple[Message, ...] = from_json(tuple[Message, ...], row[0])
+        return messages
 
     def status(self, run_id: str) -> str:
         """Return the run's status: running, completed, failed or cancelled."""
@@ -317,7 +317,7 @@ class PgStore:
             " ORDER BY segment, seq",
             (run_id, *STREAM_ONLY),
         ).fetchall()
-        return fold(base, (event_from_wire(json.loads(body)) for (body,) in rows))
+        return fold(base, (event_from_record(body) for (body,) in rows))
 
     def recover(self, run_id: str) -> tuple[tuple[Message, ...], MuleResume | None]:
         """Return `(messages, resume)` that continue the run from its last committed state."""

@@ -1,6 +1,17 @@
 """mule's canonical core: Pi's loop as a pure state machine plus an anyio interpreter."""
 
-from mule.effects._codec import event_from_wire, event_to_wire
+from mule.effects._codec import (
+    MULE_CODEC,
+    event_from_record,
+    event_from_wire,
+    event_to_record,
+    event_to_wire,
+    from_json,
+    from_wire,
+    to_json,
+    to_wire,
+    update_to_wire,
+)
 from mule.effects._errors import MuleError, MulePhase
 from mule.effects._events import (
     EVENT_TYPES,
@@ -47,6 +58,7 @@ from mule.effects._tools import (
 
 __all__ = [
     "EVENT_TYPES",
+    "MULE_CODEC",
     "ExecutionMode",
     "Listener",
     "MessageEnd",
@@ -84,8 +96,15 @@ __all__ = [
     "ToolStarted",
     "TurnEnd",
     "TurnStart",
+    "event_from_record",
     "event_from_wire",
+    "event_to_record",
     "event_to_wire",
+    "from_json",
+    "from_wire",
     "run",
     "run_future",
+    "to_json",
+    "to_wire",
+    "update_to_wire",
 ]

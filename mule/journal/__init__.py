@@ -2,9 +2,12 @@
 
 from mule.journal._fold import Fold, fold
 from mule.journal._owner import TranscriptOwner
+from mule.journal._record import COMMIT_POINTS, STREAM_ONLY
 from mule.journal._sqlite import Journal, JournalError, RunInfo, RunState, Synchronous
 
 __all__ = [
+    "COMMIT_POINTS",
+    "STREAM_ONLY",
     "Fold",
     "Journal",
     "JournalError",

@@ -16,13 +16,12 @@ from attrs import frozen
 from returns.result import Failure, Result, Success
 
 from mule._abort import AbortSignal
-from mule.effects._codec import event_from_wire
+from mule.effects import event_from_record, event_to_record, from_json, to_json
 from mule.effects._errors import MuleError
 from mule.effects._events import MuleEvent
 from mule.effects._settings import Listener, MuleResume
 from mule.journal._fold import Fold, fold
-from mule.journal._record import COMMIT_POINTS, STREAM_ONLY, encode
-from mule.pi._codec import from_wire, to_wire
+from mule.journal._record import COMMIT_POINTS, STREAM_ONLY
 from mule.pi._messages import Message
 
 Synchronous: TypeAlias = Literal["FULL", "NORMAL"]
@@ -110,7 +109,7 @@ class _Segment:
     def __call__(self, event: MuleEvent, signal: AbortSignal | None = None) -> None:
         """Record `event`; return only once a checkpoint event is durable."""
         kind = event.type
-        self.buffer.append((self.run_id, self.segment, self.seq, kind, encode(event)))
+        self.buffer.append((self.run_id, self.segment, self.seq, kind, event_to_record(event)))
         self.seq += 1
         if kind in COMMIT_POINTS or len(self.buffer) >= self.flush_every:
             status = event.outcome if kind == "run_end" else None  # type: ignore[union-attr]
@@ -207,7 +206,7 @@ class Journal:
 
     def begin(self, run_id: str, messages: Sequence[Message]) -> None:
         """Record a new run and the messages it starts from (`input.messages`)."""
-        base = json.dumps([to_wire(m) for m in messages], ensure_ascii=False)
+        base = to_json(tuple(messages))
         now = _now_ms()
         try:
             with self._write() as db:
@@ -277,7 +276,8 @@ class Journal:
         row = self._db.execute("SELECT base FROM runs WHERE run_id = ?", (run_id,)).fetchone()
         if row is None:
             raise JournalError(f"unknown run {run_id!r}")
-        return tuple(from_wire(Message, m) for m in json.loads(row[0]))
+        messages: tuple[Message, ...] = from_json(tuple[Message, ...], row[0])
+        return messages
 
     def _fold(self, run_id: str) -> Fold:
         base = self._base(run_id)
@@ -285,7 +285,7 @@ class Journal:
             "SELECT body FROM events WHERE run_id = ? AND type NOT IN (?, ?) ORDER BY segment, seq",
             (run_id, *STREAM_ONLY),
         )
-        return fold(base, (event_from_wire(json.loads(body)) for (body,) in rows))
+        return fold(base, (event_from_record(body) for (body,) in rows))
 
     def recover(self, run_id: str) -> tuple[tuple[Message, ...], MuleResume | None]:
         """Return `(messages, resume)` that continue the run from its last committed state.

@@ -5,7 +5,17 @@ httpx); `mule.pi.models` is the model registry; `mule.pi.providers` has the prov
 """
 
 from mule._abort import AbortController, AbortError, AbortSignal
-from mule.pi._codec import WireError, camel, decode, from_wire, to_wire
+from mule.pi._codec import (
+    PI_CODEC,
+    WireCodec,
+    WireError,
+    camel,
+    decode,
+    from_json,
+    from_wire,
+    to_json,
+    to_wire,
+)
 from mule.pi._content import (
     AssistantContent,
     ImageContent,
@@ -28,6 +38,7 @@ from mule.pi._context import (
 from mule.pi._cost import calculate_cost
 from mule.pi._error_text import ToolArgumentsError, ToolSchemaError
 from mule.pi._events import (
+    EVENT_CLASSES,
     AssistantMessageEvent,
     BlockEvent,
     DoneEvent,
@@ -71,6 +82,7 @@ from mule.pi._retry import (
     retry_delay_ms,
 )
 from mule.pi._stream import AssistantMessageEventStream, IncompleteStreamError
+from mule.pi._stringify import js_number, stringify
 from mule.pi._validate import ToolValidator, validate_tool_arguments
 from mule.pi.providers._simple import (
     ProviderSetupError,
@@ -94,6 +106,7 @@ __all__ = [
     "Diagnostic",
     "DiagnosticError",
     "DoneEvent",
+    "EVENT_CLASSES",
     "ErrorEvent",
     "FAILURE_STOP_REASONS",
     "ImageContent",
@@ -105,6 +118,7 @@ __all__ = [
     "Model",
     "ModelCost",
     "ModelThinkingLevel",
+    "PI_CODEC",
     "PI_CODING_AGENT_RETRY_DEFAULTS",
     "PartialBuilder",
     "PartialSnapshot",
@@ -143,20 +157,25 @@ __all__ = [
     "UsageCost",
     "UserContent",
     "UserMessage",
+    "WireCodec",
     "WireError",
     "ZERO_USAGE",
     "calculate_cost",
     "camel",
     "complete_simple",
     "decode",
+    "from_json",
     "from_wire",
     "is_retryable_assistant_error",
+    "js_number",
     "parse_streaming_json",
     "register_provider",
     "retry_after_ms",
     "retry_delay_ms",
     "stream_simple",
+    "stringify",
     "text_of",
+    "to_json",
     "to_wire",
     "validate_tool_arguments",
 ]

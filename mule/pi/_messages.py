@@ -86,8 +86,9 @@ class AssistantMessage:
     usage: Usage
     stop_reason: StopReason
     timestamp: int
-    response_model: str | None = None
+    # Pi's key order: a provider sets `responseId` from the first chunk, `responseModel` after.
     response_id: str | None = None
+    response_model: str | None = None
     diagnostics: tuple[Diagnostic, ...] | None = None
     error_message: str | None = None
     role: ClassVar[Literal["assistant"]] = "assistant"

@@ -11,7 +11,12 @@ from mule.pirc._commands import (
     QueueMode,
     StreamingBehavior,
 )
-from mule.pirc._config import DEFAULT_MAX_LINE_BYTES, BridgeConfig, ThinkingOption
+from mule.pirc._config import (
+    DEFAULT_MAX_LINE_BYTES,
+    BridgeConfig,
+    ThinkingOption,
+    default_pi_executable,
+)
 from mule.pirc._events import (
     AgentEnd,
     AutoRetryEnd,
@@ -66,5 +71,6 @@ __all__ = [
     "StreamingBehavior",
     "Subscription",
     "ThinkingOption",
+    "default_pi_executable",
     "parse_record",
 ]

@@ -15,10 +15,9 @@ import pytest
 import mule.promise as promise
 from mule.dbos import MuleDBOSClient
 from mule.dbos._store import StoredEvent
+from mule.effects import event_to_record, to_wire
 from mule.effects._events import MuleEvent
 from mule.effects._transition import INTERRUPTED_UNSAFE
-from mule.journal._record import encode
-from mule.pi._codec import to_wire
 from mule.pi._messages import UserMessage
 from mule.testing.crash import FINAL_TEXT, PROMPT, CrashCase, check_case
 from tests.dbos import agents
@@ -162,7 +161,7 @@ async def test_same_events_and_outcome_as_in_process(
     got: list[dict[str, Any]] = []
 
     def record(event: MuleEvent, signal: promise.AbortSignal) -> None:
-        got.append(json.loads(encode(event)))
+        got.append(json.loads(event_to_record(event)))
 
     inp = agents.in_process_input(prompt(), tmp_path / "effects", sequential=sequential)
     local = await promise.run(inp, record)

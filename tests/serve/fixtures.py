@@ -1,4 +1,4 @@
-"""A real uvicorn server for `mule.pirc.server` tests, in a thread on 127.0.0.1, and its clients."""
+"""A real uvicorn server for `mule.serve` tests, in a thread on 127.0.0.1, and its clients."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ import uvicorn
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import ClientConnection, connect
 
-from mule.pirc.server import ServerConfig, create_app
-from mule.pirc.server._app import bind_socket
+from mule.serve import ServerConfig, create_app
+from mule.serve._app import bind_socket
 
 TOKEN = "test-token-0123456789abcdef"
 Frame = dict[str, Any]

@@ -15,12 +15,17 @@ import anyio.lowlevel
 import attrs
 from anyio.abc import TaskGroup
 
-from mule.effects._events import MessageEnd, MessageUpdate, ToolExecutionEnd
-from mule.pirc import Bridge, Subscription
-from mule.pirc._commands import BridgeError
-from mule.pirc._config import BridgeConfig
-from mule.pirc._events import BridgeEvent, ExtensionUIRequest, JobResult
-from mule.pirc.server._wire import (
+from mule.effects import MessageEnd, MessageUpdate, ToolExecutionEnd
+from mule.pirc import (
+    Bridge,
+    BridgeConfig,
+    BridgeError,
+    BridgeEvent,
+    ExtensionUIRequest,
+    JobResult,
+    Subscription,
+)
+from mule.serve._wire import (
     FORWARDED_TYPES,
     Frame,
     control,
@@ -31,10 +36,10 @@ from mule.pirc.server._wire import (
 )
 
 if TYPE_CHECKING:
-    from mule.pirc.server._app import ServerConfig
-    from mule.pirc.server._ws import ClientQueue
+    from mule.serve._app import ServerConfig
+    from mule.serve._ws import ClientQueue
 
-log = logging.getLogger("mule.pirc.server")
+log = logging.getLogger("mule.serve")
 
 JobStatus: TypeAlias = Literal["starting", "running", "completed", "failed", "cancelled"]
 

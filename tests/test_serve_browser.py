@@ -1,4 +1,4 @@
-"""The browser page of mule.pirc.server in headless Chromium (Playwright), against real pi.
+"""The browser page of mule.serve in headless Chromium (Playwright), against real pi.
 
 Chromium is Debian's (/usr/bin/chromium): Playwright's own browser download is never used.
 """
@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 from playwright.sync_api import BrowserContext, expect, sync_playwright
 
-from mule.pirc.server import ServerConfig
+from mule.serve import ServerConfig
 from mule.testing.fake_openai import FakeOpenAI, chat_stream, chat_text, tool_call
 from tests.pirc.helpers import HERE, config, make_home, pi_available
-from tests.pirc.server_fixtures import TOKEN, running
+from tests.serve.fixtures import TOKEN, running
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [

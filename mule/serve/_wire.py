@@ -2,16 +2,23 @@
 
 from __future__ import annotations
 
-import json
-from collections.abc import Mapping
 from typing import Any, Final, final
 
-import attrs
-
-from mule.effects._codec import event_to_wire
-from mule.effects._events import EVENT_TYPES, MessageUpdate, ToolExecutionUpdate
-from mule.pi._codec import camel, to_wire
-from mule.pirc._events import BridgeEvent, ExtensionUIRequest, JobResult
+from mule.effects import MULE_CODEC, MessageUpdate, ToolExecutionUpdate, update_to_wire
+from mule.pi import stringify
+from mule.pirc import (
+    AgentEnd,
+    AutoRetryEnd,
+    AutoRetryStart,
+    BridgeEvent,
+    CompactionEnd,
+    CompactionStart,
+    ExtensionError,
+    ExtensionUIRequest,
+    JobResult,
+    OtherPiEvent,
+    QueueUpdate,
+)
 
 # What a WebSocket client sees: text, thinking and tool streaming, the run's lifecycle, retries
 # and compaction, and extension UI. `agent_end` (its messages are the job result),
@@ -37,67 +44,44 @@ FORWARDED_TYPES: Final[frozenset[str]] = frozenset(
     }
 )
 
-
-def dumps(obj: object) -> str:
-    """Encode one frame as compact JSON (non-ASCII kept raw)."""
-    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+# mule's codec, plus the bridge's pass-through events and job results. Their optionals are
+# written as null; a UI request also says whether pi waits for an answer, a result its final
+# message and text.
+_CODEC = MULE_CODEC.extend(
+    (JobResult,),
+    tagged={
+        "type": (
+            AgentEnd,
+            AutoRetryStart,
+            AutoRetryEnd,
+            CompactionStart,
+            CompactionEnd,
+            QueueUpdate,
+            ExtensionError,
+            ExtensionUIRequest,
+            OtherPiEvent,
+        )
+    },
+    nulls=True,
+    properties={ExtensionUIRequest: ("expects_answer",), JobResult: ("message", "text")},
+)
+_to_wire = _CODEC.to_wire
 
 
 def bridge_event_to_wire(event: BridgeEvent) -> dict[str, Any]:
-    """Return the JSON form of any bridge event: mule's own form, else camelCase fields.
+    """Return the JSON form of any bridge event: mule's full form, else camelCase fields.
 
     `message_update` gets mule's full form here (with the response so far); the server streams
-    the compact form of `compact_update` instead.
+    `mule.effects.update_to_wire` instead.
     """
-    if type(event) in EVENT_TYPES.values():
-        return event_to_wire(event)  # type: ignore[arg-type]
-    out: dict[str, Any] = {"type": event.type}
-    for a in attrs.fields(type(event)):
-        out[camel(a.name)] = to_wire(getattr(event, a.name))
-    if isinstance(event, ExtensionUIRequest):
-        out["expectsAnswer"] = event.expects_answer
-    return out
-
-
-def compact_update(event: MessageUpdate) -> dict[str, Any]:
-    """Return a `message_update` with its pi event but without any response-so-far (O(delta)).
-
-    `done` and `error` events carry the whole message in pi; `message_end` repeats it, so only
-    their `reason` is kept.
-    """
-    pi = event.event
-    body: dict[str, Any] = {"type": pi.type}
-    for a in attrs.fields(type(pi)):
-        if a.name in ("_partial", "message", "error"):
-            continue
-        body[camel(a.name)] = to_wire(getattr(pi, a.name))
-    return {
-        "type": "message_update",
-        "run": to_wire(event.run),
-        "turn": to_wire(event.turn),
-        "message": to_wire(event.message),
-        "event": body,
-    }
-
-
-def snapshot_update(event: MessageUpdate) -> dict[str, Any]:
-    """Return the compact update plus `value`, the whole response so far (a resync point)."""
-    out = compact_update(event)
-    out["value"] = to_wire(event.value)
+    out: dict[str, Any] = _to_wire(event)
     return out
 
 
 def result_to_wire(result: JobResult) -> dict[str, Any]:
-    """Return a job result: outcome, final answer text, error, attempts and the last messages."""
-    msg = result.message
-    return {
-        "outcome": result.outcome,
-        "text": result.text,
-        "error": result.error,
-        "attempts": result.attempts,
-        "message": to_wire(msg) if msg is not None else None,
-        "messages": [m if isinstance(m, Mapping) else to_wire(m) for m in result.messages],
-    }
+    """Return a job result: outcome, attempts, error, the last messages, final message, text."""
+    out: dict[str, Any] = _to_wire(result)
+    return out
 
 
 @final
@@ -136,7 +120,9 @@ class Frame:
         """The frame's JSON (a snapshot is encoded on first read)."""
         if self._text is None:
             assert self.event is not None
-            self._text = dumps(envelope(self.job, self.seq, snapshot_update(self.event)))
+            self._text = stringify(
+                envelope(self.job, self.seq, update_to_wire(self.event, snapshot=True))
+            )
         return self._text
 
     @property
@@ -179,11 +165,11 @@ def tool_key(job: str, tool_call: str) -> str:
 def encode_event(job: str, seq: int, event: BridgeEvent) -> Frame:
     """Encode a bridge event as a frame (compact for `message_update`)."""
     if isinstance(event, MessageUpdate):
-        text = dumps(envelope(job, seq, compact_update(event)))
+        text = stringify(envelope(job, seq, update_to_wire(event)))
         return Frame(
             job, seq, event.type, text, key=message_key(job, event.message.value), event=event
         )
-    text = dumps(envelope(job, seq, bridge_event_to_wire(event)))
+    text = stringify(envelope(job, seq, bridge_event_to_wire(event)))
     if isinstance(event, ToolExecutionUpdate):
         return Frame(job, seq, event.type, text, key=tool_key(job, event.tool_call.value))
     return Frame(job, seq, event.type, text)
@@ -196,20 +182,17 @@ def control(job: str | None, seq: int, kind: str, **fields: Any) -> Frame:
         body["job"] = job
     body["seq"] = seq
     body.update(fields)
-    return Frame(job or "", seq, kind, dumps(body))
+    return Frame(job or "", seq, kind, stringify(body))
 
 
 __all__ = [
     "FORWARDED_TYPES",
     "Frame",
     "bridge_event_to_wire",
-    "compact_update",
     "control",
-    "dumps",
     "encode_event",
     "envelope",
     "result_to_wire",
     "message_key",
-    "snapshot_update",
     "tool_key",
 ]

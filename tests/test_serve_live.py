@@ -1,4 +1,4 @@
-"""mule.pirc.server end to end, with the REAL pi CLI behind it.
+"""mule.serve end to end, with the REAL pi CLI behind it.
 
 A real uvicorn, real WebSocket clients, pi, and the fake OpenAI server behind pi, all on
 127.0.0.1.
@@ -14,10 +14,10 @@ from typing import Any
 import anyio
 import pytest
 
-from mule.pirc.server import ClientQueue, JobManager, ServerConfig, ServerJob
+from mule.serve import ClientQueue, JobManager, ServerConfig, ServerJob
 from mule.testing.fake_openai import FakeOpenAI, chat_stream, chat_text, tool_call
 from tests.pirc.helpers import HERE, assert_reaped, config, make_home, pi_available
-from tests.pirc.server_fixtures import (
+from tests.serve.fixtures import (
     TOKEN,
     Frame,
     TextView,

@@ -1,7 +1,7 @@
-"""mule.pirc.server without pi: the slow-client queue policy, wire forms, config and auth.
+"""mule.serve without pi: the slow-client queue policy, wire forms, config and auth.
 
 The HTTP and WebSocket tests run a REAL uvicorn on 127.0.0.1 (in a thread) and talk to it with
-httpx and the `websockets` client. Tests that start pi are in test_pirc_server_live.py.
+httpx and the `websockets` client. Tests that start pi are in test_serve_live.py.
 """
 
 from __future__ import annotations
@@ -26,10 +26,10 @@ from mule.pi._content import TextContent
 from mule.pi._events import TextDeltaEvent
 from mule.pi._messages import ZERO_USAGE, AssistantMessage
 from mule.pirc import BridgeConfig, ExtensionUIRequest
-from mule.pirc.server import CLOSE_UNAUTHORIZED, ClientQueue, ServerConfig, is_loopback, main
-from mule.pirc.server._jobs import JobRequestError, job_config
-from mule.pirc.server._wire import Frame, bridge_event_to_wire, control, encode_event
-from tests.pirc.server_fixtures import (
+from mule.serve import CLOSE_UNAUTHORIZED, ClientQueue, ServerConfig, is_loopback, main
+from mule.serve._jobs import JobRequestError, job_config
+from mule.serve._wire import Frame, bridge_event_to_wire, control, encode_event
+from tests.serve.fixtures import (
     TOKEN,
     ServerThread,
     TextView,
@@ -413,10 +413,10 @@ def test_a_job_whose_pi_cannot_start_fails_with_a_reason(server: ServerThread) -
 
 @pytest.mark.slow
 def test_python_m_serves_until_sigterm(tmp_path: Path) -> None:
-    """`python -m mule.pirc.server` prints the URL, serves with the token, stops on SIGTERM."""
+    """`python -m mule.serve` prints the URL, serves with the token, stops on SIGTERM."""
     env = dict(os.environ, MULE_SERVE_TOKEN=TOKEN)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "mule.pirc.server", "--model", "local/m", "--port", "0"],
+        [sys.executable, "-m", "mule.serve", "--model", "local/m", "--port", "0"],
         stderr=subprocess.PIPE,
         text=True,
         env=env,

@@ -22,11 +22,11 @@ from starlette.routing import Mount, Route, WebSocketRoute
 from starlette.staticfiles import StaticFiles
 from starlette.websockets import WebSocket
 
-from mule.pirc._config import BridgeConfig, default_pi_executable
-from mule.pirc.server._jobs import JobManager, JobRequestError, ServerJob, TooManyJobs
-from mule.pirc.server._ws import token_ok, websocket_endpoint
+from mule.pirc import BridgeConfig, default_pi_executable
+from mule.serve._jobs import JobManager, JobRequestError, ServerJob, TooManyJobs
+from mule.serve._ws import token_ok, websocket_endpoint
 
-log = logging.getLogger("mule.pirc.server")
+log = logging.getLogger("mule.serve")
 
 STATIC: Final = Path(__file__).parent / "static"
 TOKEN_ENV: Final = "MULE_SERVE_TOKEN"
@@ -67,7 +67,7 @@ class ServerConfig:
     """How to serve: the bridge config every job starts from, the token, the bind and limits.
 
     `client_queue` / `client_queue_bytes` bound each WebSocket client's unsent frames (see
-    `mule.pirc.server._ws`); `bridge_buffer` is the job's own subscription to its bridge.
+    `mule.serve._ws`); `bridge_buffer` is the job's own subscription to its bridge.
     """
 
     bridge: BridgeConfig

@@ -30,14 +30,15 @@ import anyio
 from attrs import define
 from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 
-from mule.pirc._commands import BridgeError
-from mule.pirc.server._wire import Frame, dumps
+from mule.pi import stringify
+from mule.pirc import BridgeError
+from mule.serve._wire import Frame
 
 if TYPE_CHECKING:
-    from mule.pirc.server._app import ServerConfig
-    from mule.pirc.server._jobs import JobManager, ServerJob
+    from mule.serve._app import ServerConfig
+    from mule.serve._jobs import JobManager, ServerJob
 
-log = logging.getLogger("mule.pirc.server")
+log = logging.getLogger("mule.serve")
 
 CLOSE_UNAUTHORIZED: Final = 4401
 CLOSE_TOO_SLOW: Final = 4008
@@ -214,7 +215,7 @@ class ClientQueue:
 
 
 def _reply(kind: str, **fields: Any) -> Frame:
-    return Frame("", -1, kind, dumps({"type": kind, **fields}))
+    return Frame("", -1, kind, stringify({"type": kind, **fields}))
 
 
 @final

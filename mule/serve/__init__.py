@@ -4,7 +4,7 @@
 127.0.0.1; `main(argv)` is `mule serve`. See docs/pirc.md, "The streaming server".
 """
 
-from mule.pirc.server._app import (
+from mule.serve._app import (
     DEFAULT_PORT,
     TOKEN_ENV,
     ServerConfig,
@@ -14,8 +14,8 @@ from mule.pirc.server._app import (
     main,
     serve,
 )
-from mule.pirc.server._jobs import OVERRIDABLE, JobManager, JobRequestError, ServerJob
-from mule.pirc.server._ws import CLOSE_TOO_SLOW, CLOSE_UNAUTHORIZED, ClientQueue
+from mule.serve._jobs import OVERRIDABLE, JobManager, JobRequestError, ServerJob
+from mule.serve._ws import CLOSE_TOO_SLOW, CLOSE_UNAUTHORIZED, ClientQueue
 
 __all__ = [
     "CLOSE_TOO_SLOW",
