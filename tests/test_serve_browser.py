@@ -18,6 +18,10 @@ from mule.testing.fake_openai import FakeOpenAI, chat_stream, chat_text, tool_ca
 from tests.pirc.helpers import HERE, config, make_home, pi_available
 from tests.serve.fixtures import TOKEN, running
 
+# pi (with a TypeScript extension to load) can take longer than expect()'s 5 s default to answer
+# on a loaded machine; the same bound as the browser context's own timeout.
+expect.set_options(timeout=30_000)
+
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
     "--headless",
