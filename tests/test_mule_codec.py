@@ -51,7 +51,6 @@ from mule.pi import (
     ToolResultMessage,
     UsageCost,
     WireError,
-    js_number,
     stringify,
 )
 from mule.testing import effects_strategies as es
@@ -81,7 +80,7 @@ def test_every_mule_value_round_trips(name: str, type_: Any, values: Any, data: 
     wire = to_wire(value)
     assert json.loads(json.dumps(wire, allow_nan=False)) == wire
     assert from_wire(type_, wire) == value
-    assert json.loads(to_json(value)) == wire
+    assert json.loads(to_json(value), parse_int=float) == wire  # JS digits of a big float: an int
 
 
 @given(es.mule_events())
@@ -94,7 +93,7 @@ def test_events_round_trip_in_their_full_and_record_forms(event: MuleEvent) -> N
     record = event_to_record(event)
     if type(event) is MessageUpdate:
         pi_event = to_wire(event.event)
-        assert json.loads(record) == {
+        assert json.loads(record, parse_int=float) == {
             "type": "message_update",
             "turn": event.turn.value,
             "message": event.message.value,
@@ -105,7 +104,7 @@ def test_events_round_trip_in_their_full_and_record_forms(event: MuleEvent) -> N
         with pytest.raises(WireError, match="holds no snapshot"):
             event_from_record(record)
     else:
-        assert json.loads(record) == wire
+        assert json.loads(record, parse_int=float) == wire
         assert event_from_record(record) == event
 
 
@@ -235,26 +234,30 @@ EDGE_FLOATS = [
 @example(0.000036)
 @example(2.0**60)
 def test_numbers_are_written_as_javascript_writes_them(node_stringify: Any, x: float) -> None:
-    """The codec's number text equals node's JSON.stringify, and reads back as the same float."""
-    text = stringify(js_number(x))
+    """Number text equals node's JSON.stringify (free JSON and typed fields), and reads back."""
+    text = stringify(x)
     assert text == node_stringify(x)
     assert float(json.loads(text)) == x
+    rest = '"output":0,"cacheRead":0,"cacheWrite":0,"total":0'
+    assert pi.to_json(UsageCost(input=x)) == f'{{"input":{text},{rest}}}'
 
 
 def test_edge_numbers_match_node(node_stringify: Any) -> None:
     """Zeros, the 1e-6 and 1e21 notation switches, 2**53 and beyond, subnormals, the maximum."""
     for x in EDGE_FLOATS:
-        assert stringify(js_number(x)) == node_stringify(x), x
-        assert stringify([js_number(-x)]) == f"[{node_stringify(-x)}]", -x
+        assert stringify(x) == node_stringify(x), x
+        assert stringify({"x": [-x]}) == f'{{"x":[{node_stringify(-x)}]}}', -x
 
 
 @given(st.text(), st.floats(allow_nan=False, allow_infinity=False))
 def test_strings_that_look_like_numbers_are_left_alone(s: str, x: float) -> None:
     """Only number tokens are rewritten: a string holding '1e-05' keeps its exact text."""
-    data = {"s": s, "x": js_number(x), "k" + s: [s, "1e-05", 2.5e-08]}
+    data = {"s": s, "x": x, "k" + s: [s, "1e-05", "2.0", 2.5e-08]}
     text = stringify(data)
-    assert json.loads(text) == data
-    assert text.count('"1e-05"') == json.dumps(data, ensure_ascii=False).count('"1e-05"')
+    assert json.loads(text, parse_int=float) == data  # JS's digits of a big float read as an int
+    python = json.dumps(data, ensure_ascii=False)
+    for literal in ('"1e-05"', '"2.0"', json.dumps(s, ensure_ascii=False)):
+        assert text.count(literal) == python.count(literal)
 
 
 def test_costs_and_models_are_written_with_integral_numbers() -> None:

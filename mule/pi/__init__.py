@@ -56,7 +56,7 @@ from mule.pi._events import (
     ToolCallEndEvent,
     ToolCallStartEvent,
 )
-from mule.pi._json import JsonObject, JsonValue
+from mule.pi._json import JsonObject, JsonValue, stringify
 from mule.pi._messages import (
     FAILURE_STOP_REASONS,
     SUCCESS_STOP_REASONS,
@@ -82,7 +82,6 @@ from mule.pi._retry import (
     retry_delay_ms,
 )
 from mule.pi._stream import AssistantMessageEventStream, IncompleteStreamError
-from mule.pi._stringify import js_number, stringify
 from mule.pi._validate import ToolValidator, validate_tool_arguments
 from mule.pi.providers._simple import (
     ProviderSetupError,
@@ -167,7 +166,6 @@ __all__ = [
     "from_json",
     "from_wire",
     "is_retryable_assistant_error",
-    "js_number",
     "parse_streaming_json",
     "register_provider",
     "retry_after_ms",

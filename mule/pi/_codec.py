@@ -39,6 +39,8 @@ from mule.pi._content import (
 )
 from mule.pi._context import Context, ThinkingBudgets, Tool
 from mule.pi._events import EVENT_CLASSES
+from mule.pi._js_values import as_json_number
+from mule.pi._json import stringify
 from mule.pi._messages import (
     AssistantMessage,
     Diagnostic,
@@ -49,7 +51,6 @@ from mule.pi._messages import (
     UserMessage,
 )
 from mule.pi._model import Model, ModelCost
-from mule.pi._stringify import js_number, stringify
 from mule.pi._unstructure import Compiler, Encoder, Spec, camel, declared, is_free_json
 
 T = TypeVar("T")
@@ -228,7 +229,7 @@ def _base_converter() -> cattrs.Converter:
     conv.register_structure_hook(int, _strict(int, (int,)))
     conv.register_structure_hook(float, _strict(float, (int, float)))
     conv.register_structure_hook(bool, _strict(bool, (bool,)))
-    conv.register_unstructure_hook(float, js_number)
+    conv.register_unstructure_hook(float, as_json_number)
     # A class no codec was extended with is an error, never cattrs' default (snake_case keys).
     conv.register_unstructure_hook_func(attrs.has, _unknown_class)
     conv.register_structure_hook_func(attrs.has, _unknown_class)
@@ -414,7 +415,6 @@ __all__ = [
     "decode",
     "from_json",
     "from_wire",
-    "stringify",
     "to_json",
     "to_wire",
 ]

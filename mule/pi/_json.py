@@ -1,13 +1,15 @@
 """JSON value types shared by Pi's data model, and JavaScript-style JSON text.
 
-`stringify` writes what Pi's `JSON.stringify` writes for the values providers send and replay
-(compact separators, non-ASCII kept as it is); `loads` is `json.loads` whose only failure is a
-`ValueError`, also for input nested too deeply for Python's recursive decoder.
+`stringify` writes what Pi's `JSON.stringify` writes (compact separators, non-ASCII kept as it
+is, numbers in JavaScript's form: `1`, not `1.0`; `0.000036`, not `3.6e-05`); `loads` is
+`json.loads` whose only failure is a `ValueError`, also for input nested too deeply for Python's
+recursive decoder.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeAlias
 
@@ -21,16 +23,34 @@ JsonObject: TypeAlias = Mapping[str, JsonValue]
 # One encoder, built once: json.dumps builds a new one per call when given separators.
 _compact = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 
+# A JSON string (skipped whole), or a float as Python spells it where JavaScript does not: an
+# integral one (`1.0`, `-0.0`) or one with an exponent (`3.6e-05`, `1e+16`). json writes floats
+# with float.__repr__, so these are the only forms; JavaScript writes each as `String(x)`.
+_PY_FLOAT = re.compile(r'"(?:[^"\\]|\\.)*"|-?[0-9]+\.0(?![0-9])|-?[0-9](?:\.[0-9]+)?e[-+][0-9]+')
+
+
+def _js_float(m: re.Match[str]) -> str:
+    token = m.group(0)
+    if token[0] == '"':
+        return token
+    from mule.pi._js_values import js_number_to_string  # it imports this module's types
+
+    return js_number_to_string(float(token))
+
 
 def stringify(value: object) -> str:
-    """Serialise like JavaScript's `JSON.stringify`: no spaces, non-ASCII characters kept.
+    """Serialise like JavaScript's `JSON.stringify`: no spaces, non-ASCII kept, JS numbers.
 
-    Python's spelling of floats stays (`1.0`, where JavaScript writes `1`).
+    The text is scanned again only when a float in Python's spelling can be in it at all; the
+    wire codecs turn integral floats into ints first, so their output rarely is.
 
-    >>> stringify({"a": [1, "ü"], "b": None})
-    '{"a":[1,"ü"],"b":null}'
+    >>> stringify({"a": [1.0, "ü", 3.6e-05, -0.0], "b": None, "c": "1.0"})
+    '{"a":[1,"ü",0.000036,0],"b":null,"c":"1.0"}'
     """
-    return _compact(value)
+    text = _compact(value)
+    if ".0" in text or "e-" in text or "e+" in text:
+        return _PY_FLOAT.sub(_js_float, text)
+    return text
 
 
 # The C scanner behind json.loads, called directly for the common case of a document with no

@@ -19,7 +19,7 @@ import attrs
 import cattrs
 from cattrs.fns import identity
 
-from mule.pi._stringify import js_number
+from mule.pi._js_values import as_json_number
 
 Encoder = Callable[[Any], Any]
 
@@ -103,8 +103,8 @@ class Compiler:
         if t in _PLAIN or t is type(None):
             return value
         if t is float:
-            ns["js_number"] = js_number
-            return f"js_number({value})"
+            ns["as_json_number"] = as_json_number
+            return f"as_json_number({value})"
         if t in self.specs or t in self.done:
             name = f"e_{len(ns)}"
             ns[name] = self.encoder(t)
@@ -134,7 +134,7 @@ class Compiler:
             if m in _PLAIN or m is type(None):
                 out[m] = identity
             elif m is float:
-                out[float] = js_number
+                out[float] = as_json_number
                 out.setdefault(int, identity)
             elif m in self.specs or m in self.done:
                 out[m] = self.encoder(m)
