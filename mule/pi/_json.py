@@ -48,7 +48,16 @@ def stringify(value: object) -> str:
     '{"a":[1,"ü",0.000036,0],"b":null,"c":"1.0"}'
     """
     text = _compact(value)
-    if ".0" in text or "e-" in text or "e+" in text:
+    # Only a float ending in ".0" (then `,`, `]`, `}` or the end) or with an exponent is
+    # respelt: a float such as 0.05 alone must not cost a second pass over a long message.
+    if (
+        "e-" in text
+        or "e+" in text
+        or ".0," in text
+        or ".0}" in text
+        or ".0]" in text
+        or text.endswith(".0")
+    ):
         return _PY_FLOAT.sub(_js_float, text)
     return text
 
