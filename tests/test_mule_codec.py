@@ -233,11 +233,14 @@ EDGE_FLOATS = [
 @given(st.floats(allow_nan=False, allow_infinity=False))
 @example(0.000036)
 @example(2.0**60)
+@example(9007199254740994.0)
 def test_numbers_are_written_as_javascript_writes_them(node_stringify: Any, x: float) -> None:
     """Number text equals node's JSON.stringify (free JSON and typed fields), and reads back."""
     text = stringify(x)
-    assert text == node_stringify(x)
-    assert float(json.loads(text)) == x
+    # From 1e16 mule keeps Python's exponent form (JS's digits would read back in Python as an
+    # int of another value); node reads it as the same double.
+    assert text == (node_stringify(x) if abs(x) < 1e16 else repr(x))
+    assert json.loads(text) == x
     rest = '"output":0,"cacheRead":0,"cacheWrite":0,"total":0'
     assert pi.to_json(UsageCost(input=x)) == f'{{"input":{text},{rest}}}'
 
@@ -245,8 +248,10 @@ def test_numbers_are_written_as_javascript_writes_them(node_stringify: Any, x: f
 def test_edge_numbers_match_node(node_stringify: Any) -> None:
     """Zeros, the 1e-6 and 1e21 notation switches, 2**53 and beyond, subnormals, the maximum."""
     for x in EDGE_FLOATS:
-        assert stringify(x) == node_stringify(x), x
-        assert stringify({"x": [-x]}) == f'{{"x":[{node_stringify(-x)}]}}', -x
+        for y in (x, -x):
+            js = node_stringify(y) if abs(y) < 1e16 else repr(y)
+            assert stringify(y) == js, y
+            assert stringify({"x": [y]}) == f'{{"x":[{js}]}}', y
 
 
 @given(st.text(), st.floats(allow_nan=False, allow_infinity=False))
@@ -370,12 +375,14 @@ def _v1_journal(path: Path, *, cut: bool) -> Journal:
     with sqlite3.connect(path) as db:
         run = V1["run"]
         db.execute(
-            "INSERT INTO runs VALUES (?, ?, ?, ?, 1, 'elsewhere', 0, 0)",
+            "INSERT INTO runs(run_id, base, status, segments, pid, host, created_ms, updated_ms)"
+            " VALUES (?, ?, ?, ?, 1, 'elsewhere', 0, 0)",
             (run["run_id"], run["base"], "failed" if cut else run["status"], run["segments"]),
         )
         rows = [r for r in V1["events"] if not cut or r[1] <= V1["cut_after"]]
         db.executemany(
-            "INSERT INTO events VALUES (?, ?, ?, ?, ?)", [(run["run_id"], *r) for r in rows]
+            "INSERT INTO events(run_id, segment, seq, type, body) VALUES (?, ?, ?, ?, ?)",
+            [(run["run_id"], *r) for r in rows],
         )
     return Journal(path)
 

@@ -24,9 +24,11 @@ JsonObject: TypeAlias = Mapping[str, JsonValue]
 _compact = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 
 # A JSON string (skipped whole), or a float as Python spells it where JavaScript does not: an
-# integral one (`1.0`, `-0.0`) or one with an exponent (`3.6e-05`, `1e+16`). json writes floats
-# with float.__repr__, so these are the only forms; JavaScript writes each as `String(x)`.
-_PY_FLOAT = re.compile(r'"(?:[^"\\]|\\.)*"|-?[0-9]+\.0(?![0-9])|-?[0-9](?:\.[0-9]+)?e[-+][0-9]+')
+# integral one (`1.0`, `-0.0`) or a small one (`3.6e-05`). json writes floats with
+# float.__repr__, so these are the only forms; JavaScript writes each as `String(x)`. Floats
+# from 1e16 keep Python's `1e+16`: JS writes their digits, which Python would read back as an
+# int of another value (JSON parsed by JS reads either text as the same double).
+_PY_FLOAT = re.compile(r'"(?:[^"\\]|\\.)*"|-?[0-9]+\.0(?![0-9])|-?[0-9](?:\.[0-9]+)?e-[0-9]+')
 
 
 def _js_float(m: re.Match[str]) -> str:
@@ -50,14 +52,7 @@ def stringify(value: object) -> str:
     text = _compact(value)
     # Only a float ending in ".0" (then `,`, `]`, `}` or the end) or with an exponent is
     # respelt: a float such as 0.05 alone must not cost a second pass over a long message.
-    if (
-        "e-" in text
-        or "e+" in text
-        or ".0," in text
-        or ".0}" in text
-        or ".0]" in text
-        or text.endswith(".0")
-    ):
+    if "e-" in text or ".0," in text or ".0}" in text or ".0]" in text or text.endswith(".0"):
         return _PY_FLOAT.sub(_js_float, text)
     return text
 
