@@ -3,68 +3,29 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from mule.testing.fake_openai import FakeOpenAI, chat_stream, chat_text, openai_error, tool_call
+from tests import cli_support
 
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture
-def env(tmp_path: Path) -> dict[str, str]:
-    """Return a clean environment: no provider keys, an empty Pi agent dir, a wide console."""
-    keep = {k: v for k, v in os.environ.items() if not k.endswith(("_API_KEY", "_TOKEN"))}
-    agent = tmp_path / "agent"
-    agent.mkdir()
-    return {**keep, "PI_CODING_AGENT_DIR": str(agent), "COLUMNS": "200", "NO_COLOR": "1"}
-
-
-@pytest.fixture
-def project(tmp_path: Path) -> Path:
-    root = tmp_path / "project"
-    root.mkdir()
-    (root / "README.md").write_text("# Widget Factory\n\nBuilds widgets out of sprockets.\n")
-    (root / "factory.py").write_text("def make_widget():\n    return 1\n")
-    (root / "data").mkdir()
-    return root
-
-
-@pytest.fixture
-def fake() -> Iterator[FakeOpenAI]:
-    with FakeOpenAI() as server:
-        yield server
-
-
-def mule(
-    args: Sequence[str], env: dict[str, str], cwd: Path, stdin: str | None = None
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "mule.cli", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=cwd,
-        input=stdin if stdin is not None else "",
-        timeout=60,
-    )
-
-
-def events(stdout: str) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in stdout.splitlines()]
-
-
-def run_args(fake: FakeOpenAI, prompt: str, *extra: str) -> list[str]:
-    return ["run", prompt, "--model", "local/gpt-fake", "--base-url", fake.base_url, *extra]
+env = cli_support.env
+project = cli_support.project
+fake = cli_support.fake
+mule = cli_support.mule
+events = cli_support.events
+run_args = cli_support.run_args
 
 
 # -- demo -------------------------------------------------------------------------------------

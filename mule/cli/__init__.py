@@ -8,11 +8,20 @@ from __future__ import annotations
 
 import argparse
 import sys
+import urllib.parse
 from collections.abc import Sequence
 from pathlib import Path
 
-from mule.cli._codes import DEFAULT_TOOLS, EXIT_CANCELLED, EXIT_USAGE, THINKING_LEVELS
-from mule.pi._retry import PI_CODING_AGENT_RETRY_DEFAULTS, RetryPolicy
+from mule.cli._codes import (
+    DEFAULT_IDLE_TIMEOUT_S,
+    DEFAULT_TOOLS,
+    EXIT_CANCELLED,
+    EXIT_USAGE,
+    THINKING_LEVELS,
+)
+from mule.cli._extras import missing_extra
+from mule.pi import PI_CODING_AGENT_RETRY_DEFAULTS, RetryPolicy
+from mule.pi.providers import registered_apis
 
 _EPILOG = """\
 exit codes: 0 completed, 1 failed, 2 usage or setup error, 130 cancelled (Ctrl-C)
@@ -25,6 +34,40 @@ def _tools(value: str) -> tuple[str, ...]:
     return tuple(t.strip() for t in value.split(",") if t.strip())
 
 
+def _url(value: str) -> str:
+    """Accept only an absolute http(s) URL, so a typo is a usage error, not a retried failure."""
+    try:
+        parts = urllib.parse.urlsplit(value)
+        parts.port  # noqa: B018 (raises ValueError for a bad port)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a URL ({exc})") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        example = value if "://" in value else f"http://{value}"
+        raise argparse.ArgumentTypeError(
+            f"{value!r} is not an http(s) URL with a host; did you mean {example!r}?"
+        )
+    return value
+
+
+def _seconds(value: str) -> float:
+    try:
+        seconds = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a number of seconds") from None
+    if not 0 <= seconds < float("inf"):
+        raise argparse.ArgumentTypeError(f"{value!r} must be 0 or more seconds")
+    return seconds
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("mule")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown"
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Return the argument parser of the `mule` command."""
     parser = argparse.ArgumentParser(
@@ -33,6 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument("--version", action="version", version=f"mule {_version()}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     run = commands.add_parser(
@@ -45,8 +89,23 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--model", "-m", required=True, help="provider/id (see `mule models`)")
     run.add_argument(
         "--base-url",
+        type=_url,
         help="endpoint override; with an unknown provider, an OpenAI-compatible server "
         "(Ollama, llama.cpp, vLLM); its key comes from MULE_API_KEY if it needs one",
+    )
+    run.add_argument(
+        "--api",
+        choices=registered_apis(),
+        help="the wire API to speak (default: the model's; openai-completions for an unknown "
+        "provider), e.g. openai-completions for a chat-only server",
+    )
+    run.add_argument(
+        "--idle-timeout",
+        type=_seconds,
+        default=DEFAULT_IDLE_TIMEOUT_S,
+        metavar="SECONDS",
+        help="give up on a model stream silent this long, as a retryable error "
+        f"(default {DEFAULT_IDLE_TIMEOUT_S:g}; 0 = wait forever)",
     )
     run.add_argument("--system", help="system prompt (default: a short one naming the tools)")
     run.add_argument(
@@ -101,6 +160,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--mcp-url",
         action="append",
         default=[],
+        type=_url,
         metavar="URL",
         help="add the tools of an MCP server at this streamable-HTTP URL (repeatable)",
     )
@@ -159,6 +219,8 @@ def _dispatch(args: argparse.Namespace) -> int:
                 prompt=args.prompt,
                 model=args.model,
                 base_url=args.base_url,
+                api=args.api,
+                idle_timeout_s=args.idle_timeout or None,
                 system=args.system,
                 tools=args.tools,
                 journal=args.journal,
@@ -216,25 +278,34 @@ def _dispatch(args: argparse.Namespace) -> int:
             raise AssertionError(f"unhandled command {args.command!r}")
 
 
+def _no_extra(exc: ImportError, what: str) -> int:
+    """Print the install line for a missing optional dependency (re-raise anything else)."""
+    advice = missing_extra(exc, what)
+    if advice is None:
+        raise exc
+    print(f"mule: {advice}", file=sys.stderr)
+    return EXIT_USAGE
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the `mule` command; return its exit code."""
     given = list(sys.argv[1:] if argv is None else argv)
     if given[:1] == ["serve"]:  # the server owns its own options
-        from mule.serve import main as serve_main
+        try:
+            from mule.serve import main as serve_main
 
-        return serve_main(given[1:])
+            return serve_main(given[1:])
+        except ImportError as exc:  # starlette at import, uvicorn when it starts serving
+            return _no_extra(exc, "mule serve")
     parser = build_parser()
     args = parser.parse_args(given)
-    try:
-        import rich  # noqa: F401 (the command's one optional dependency)
-    except ImportError:
-        print("mule: the command needs rich: pip install 'mule[cli]'", file=sys.stderr)
-        return EXIT_USAGE
     try:
         return _dispatch(args)
     except KeyboardInterrupt:  # Ctrl-C before the run installed its own handler
         print("cancelled", file=sys.stderr)
         return EXIT_CANCELLED
+    except ImportError as exc:  # an optional dependency of this subcommand is missing
+        return _no_extra(exc, f"mule {args.command}")
 
 
 __all__ = ["build_parser", "main"]

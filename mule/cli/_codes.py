@@ -9,10 +9,13 @@ EXIT_FAILED: Final = 1
 EXIT_USAGE: Final = 2
 EXIT_CANCELLED: Final = 130
 
+DEFAULT_IDLE_TIMEOUT_S: Final = 120.0
+"""How long `mule run` waits for the next model stream event before failing the attempt."""
 DEFAULT_TOOLS: Final = ("read", "ls", "grep", "bash")
 THINKING_LEVELS: Final = ("off", "minimal", "low", "medium", "high", "xhigh")
 
 __all__ = [
+    "DEFAULT_IDLE_TIMEOUT_S",
     "DEFAULT_TOOLS",
     "EXIT_CANCELLED",
     "EXIT_FAILED",

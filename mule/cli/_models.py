@@ -78,10 +78,13 @@ def resolve_model(
     spec: str,
     base_url: str | None = None,
     environ: Mapping[str, str] | None = None,
+    *,
+    api: str | None = None,
 ) -> Result[ResolvedModel, str]:
     """Find `spec` in the registry; `--base-url` overrides its endpoint or defines a custom model.
 
-    An unknown provider with a base URL is an OpenAI-compatible server (`openai-completions`).
+    An unknown provider with a base URL is an OpenAI-compatible server (`openai-completions`);
+    `api` (`--api`) chooses the wire API instead, for any model.
     """
     env = os.environ if environ is None else environ
     provider, model_id = split_spec(spec)
@@ -118,6 +121,8 @@ def resolve_model(
             )
     elif base_url is not None:
         model = evolve(model, base_url=base_url.rstrip("/"))
+    if api is not None:
+        model = evolve(model, api=api)
     auth = registry.request_auth(model, env)
     if isinstance(auth, Failure):
         return Failure(auth.failure())

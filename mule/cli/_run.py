@@ -17,7 +17,14 @@ from rich.console import Console
 from rich.text import Text
 
 from mule._abort import AbortController, AbortError, AbortSignal
-from mule.cli._codes import DEFAULT_TOOLS, EXIT_CANCELLED, EXIT_FAILED, EXIT_OK, EXIT_USAGE
+from mule.cli._codes import (
+    DEFAULT_IDLE_TIMEOUT_S,
+    DEFAULT_TOOLS,
+    EXIT_CANCELLED,
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_USAGE,
+)
 from mule.cli._demo import DEMO_LABEL, DEMO_MODEL, DEMO_PROMPT, DEMO_TOOLS, DemoModel
 from mule.cli._integrations import mcp_tools, otel_tracing
 from mule.cli._journal import Continuation, continuation, new_run_id, open_journal
@@ -34,6 +41,9 @@ from mule.promise._run import MuleRunFailed, run
 from mule.promise._types import MulePromiseListener, MuleRunInput
 from mule.tools import BASH_DEFAULT_TIMEOUT_S, Workspace, coding_tools
 
+IDLE_TIMEOUT_TEXT = "Model stream idle timeout"
+"""How the core words a model stream that went silent (its failed message's error text)."""
+
 Record = Callable[[MuleEvent, AbortSignal], None]
 
 
@@ -45,6 +55,8 @@ class RunOptions:
     prompt: str | None
     model: str
     base_url: str | None = None
+    api: str | None = None  # the wire API, overriding the model's
+    idle_timeout_s: float | None = DEFAULT_IDLE_TIMEOUT_S  # None: wait forever
     system: str | None = None
     tools: tuple[str, ...] = DEFAULT_TOOLS
     journal: str | None = None
@@ -116,6 +128,14 @@ async def drive(
             code = EXIT_OK
         except MuleRunFailed as exc:
             errors.print(Text(f"run failed ({exc.phase}): {exc.error.message}", style="bold red"))
+            if IDLE_TIMEOUT_TEXT in exc.error.message:
+                errors.print(
+                    Text(
+                        "the model sent nothing for that long: wait longer with "
+                        "--idle-timeout SECONDS (0 waits forever)",
+                        style="dim",
+                    )
+                )
             code = EXIT_FAILED
         except AbortError:
             errors.print(Text("run cancelled", style="yellow"))
@@ -167,7 +187,7 @@ async def run_command(opts: RunOptions) -> int:
     if isinstance(registry, Failure):
         err.print(Text(registry.failure(), style="red"))
         return EXIT_USAGE
-    resolved = resolve_model(registry.unwrap(), opts.model, opts.base_url)
+    resolved = resolve_model(registry.unwrap(), opts.model, opts.base_url, api=opts.api)
     if isinstance(resolved, Failure):
         err.print(Text(resolved.failure(), style="red"))
         return EXIT_USAGE
@@ -240,6 +260,9 @@ async def run_command(opts: RunOptions) -> int:
                     reasoning=level,
                     max_retries=opts.provider_retries,
                 ),
+                model_stream_idle_timeout_ms=None
+                if opts.idle_timeout_s is None
+                else opts.idle_timeout_s * 1000,
                 retry=retry,
                 retry_after_ms=retry_after_ms,
             )
