@@ -8,6 +8,9 @@ is the canonical core, returning `Result[MuleRunOutcome, MuleError]`; `mule.pi` 
 model, wire codec and model streams.
 """
 
+from importlib.metadata import PackageNotFoundError
+from importlib.metadata import version as _version
+
 from mule._abort import AbortController, AbortError, AbortSignal
 from mule.effects._errors import MuleError, MulePhase
 from mule.effects._events import (
@@ -41,6 +44,7 @@ from mule.effects._tools import (
     ToolPending,
     ToolStarted,
 )
+from mule.pi import MissingExtraError
 from mule.pi._retry import PI_CODING_AGENT_RETRY_DEFAULTS, RetryPolicy
 from mule.promise._function_tool import tool
 from mule.promise._run import Mule, MuleRunFailed, mule, run
@@ -52,6 +56,12 @@ from mule.promise._types import (
     MuleToolPrepared,
 )
 
+try:
+    __version__: str = _version("mule")
+    """The installed distribution's version (PEP 440), from its package metadata."""
+except PackageNotFoundError:  # running from a source tree that was never installed
+    __version__ = "0+unknown"
+
 __all__ = [
     "PI_CODING_AGENT_RETRY_DEFAULTS",
     "AbortController",
@@ -60,6 +70,7 @@ __all__ = [
     "MessageEnd",
     "MessageStart",
     "MessageUpdate",
+    "MissingExtraError",
     "ModelPrompt",
     "Mule",
     "MuleCompletedTurn",

@@ -5,18 +5,21 @@ process starts, follows, cancels and awaits runs with `MuleDBOSClient(url)`. `Pg
 PostgreSQL run store (also a `TranscriptOwner`, like `mule.journal.Journal`). See docs/dbos.md.
 """
 
-from mule.dbos._store import PgStore, StoredEvent, StoreError, event_key, follow
-from mule.dbos._workflow import (
-    DEFAULT_QUEUE,
-    WORKFLOW_NAME,
-    AgentFactory,
-    MuleDBOSClient,
-    RunSummary,
-    Worker,
-    dbos_config,
-    launch_worker,
-    register_agent,
-)
+from mule.pi import needs_extra
+
+with needs_extra("dbos", "mule.dbos"):
+    from mule.dbos._store import PgStore, StoredEvent, StoreError, event_key, follow
+    from mule.dbos._workflow import (
+        DEFAULT_QUEUE,
+        WORKFLOW_NAME,
+        AgentFactory,
+        MuleDBOSClient,
+        RunSummary,
+        Worker,
+        dbos_config,
+        launch_worker,
+        register_agent,
+    )
 
 __all__ = [
     "DEFAULT_QUEUE",

@@ -11,8 +11,11 @@ content and `structuredContent` the result's `details`. Replay is `unsafe` unles
 otherwise. A server that dies, hangs or sends garbage fails the run with `MuleError(tool)`.
 """
 
-from mule.mcp._errors import MCPServerError
-from mule.mcp._server import MCPServer
-from mule.mcp._tools import tool_result
+from mule.pi import needs_extra
+
+with needs_extra("mcp", "mule.mcp"):
+    from mule.mcp._errors import MCPServerError
+    from mule.mcp._server import MCPServer
+    from mule.mcp._tools import tool_result
 
 __all__ = ["MCPServer", "MCPServerError", "tool_result"]

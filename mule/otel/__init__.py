@@ -9,9 +9,12 @@ needs only `opentelemetry-api`: the host configures the SDK and exporters (or ru
 `mule run --otel`, which exports with the standard `OTEL_EXPORTER_OTLP_*` variables).
 """
 
-from mule.otel._export import OtlpExport, OtlpSetupError, otlp_export
-from mule.otel._listener import traced
-from mule.otel._propagate import link_to, traceparent
+from mule.pi import needs_extra
+
+with needs_extra("otel", "mule.otel"):
+    from mule.otel._export import OtlpExport, OtlpSetupError, otlp_export
+    from mule.otel._listener import traced
+    from mule.otel._propagate import link_to, traceparent
 
 __all__ = [
     "OtlpExport",

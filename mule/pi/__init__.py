@@ -56,6 +56,7 @@ from mule.pi._events import (
     ToolCallEndEvent,
     ToolCallStartEvent,
 )
+from mule.pi._extras import MissingExtraError, needs_extra
 from mule.pi._json import JsonObject, JsonValue, stringify
 from mule.pi._messages import (
     FAILURE_STOP_REASONS,
@@ -114,6 +115,7 @@ __all__ = [
     "JsonObject",
     "JsonValue",
     "Message",
+    "MissingExtraError",
     "Model",
     "ModelCost",
     "ModelThinkingLevel",
@@ -166,6 +168,7 @@ __all__ = [
     "from_json",
     "from_wire",
     "is_retryable_assistant_error",
+    "needs_extra",
     "parse_streaming_json",
     "register_provider",
     "retry_after_ms",

@@ -27,6 +27,7 @@ from typing import (
 
 import attrs
 import cattrs
+from cattrs.errors import AttributeValidationNote, ClassValidationError
 from cattrs.gen import make_dict_structure_fn, override
 from cattrs.v import format_exception
 
@@ -42,6 +43,7 @@ from mule.pi._events import EVENT_CLASSES
 from mule.pi._js_values import as_json_number
 from mule.pi._json import stringify
 from mule.pi._messages import (
+    WIRE_REQUIRED,
     AssistantMessage,
     Diagnostic,
     DiagnosticError,
@@ -163,14 +165,31 @@ def _register_decoder(conv: cattrs.Converter, cls: type[Any], tag: tuple[str, st
         generated.append(make_dict_structure_fn(cls, conv, **overrides))
         return generated[0]
 
+    # Fields with a Python default (a timestamp of now) that the wire must still carry.
+    required = tuple(a for a in attrs.fields(cls) if a.metadata.get(WIRE_REQUIRED))
+
     def checked(data: Any, t: Any) -> Any:
         if not isinstance(data, Mapping):
             _fail(f"expected a JSON object, got {type(data).__name__}")
         if tag is not None and data.get(tag[0], tag[1]) != tag[1]:
             _fail(f"{tag[0]} is {data.get(tag[0])!r}, expected {tag[1]!r}")
+        for a in required:
+            if camel(a.name) not in data:
+                _missing(cls, a)
         return (generated[0] if generated else generate())(data, t)
 
     conv.register_structure_hook(cls, checked)
+
+
+def _missing(cls: type[Any], a: attrs.Attribute[Any]) -> NoReturn:
+    """Raise what cattrs raises for a missing required key, so paths and texts match."""
+    exc = KeyError(camel(a.name))
+    exc.__notes__ = [
+        AttributeValidationNote(
+            f"Structuring class {cls.__qualname__} @ attribute {a.name}", a.name, a.type
+        )
+    ]
+    raise ClassValidationError(f"While structuring {cls.__name__}", [exc], cls)
 
 
 def _register_tagged_unions(conv: cattrs.Converter, key: str, group: dict[str, type[Any]]) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import ClassVar, Literal, TypeAlias, final
 
 from attrs import field, frozen
@@ -12,6 +13,14 @@ from mule.pi._json import JsonObject, JsonValue
 StopReason: TypeAlias = Literal["stop", "length", "toolUse", "error", "aborted"]
 SUCCESS_STOP_REASONS: frozenset[str] = frozenset({"stop", "length", "toolUse"})
 FAILURE_STOP_REASONS: frozenset[str] = frozenset({"error", "aborted"})
+
+WIRE_REQUIRED = "mule.pi.wire_required"
+"""attrs metadata key: a field with a Python default that the wire still requires."""
+
+
+def now_ms() -> int:
+    """Return the current time in milliseconds since the epoch (Pi's `Date.now()`)."""
+    return int(time.time() * 1000)
 
 
 @final
@@ -67,10 +76,18 @@ class Diagnostic:
 @final
 @frozen
 class UserMessage:
-    """A user message; content is a string or a list of text and image blocks."""
+    """A user message: `UserMessage("Hello")`, stamped now, or with an explicit timestamp.
+
+    Attributes:
+        content: The text, or a tuple of text and image blocks.
+        timestamp: When it was written, in milliseconds since the epoch; defaults to now.
+            Decoding still requires it: Pi's wire always carries one.
+        role: Always `"user"` (the wire tag).
+
+    """
 
     content: str | tuple[UserContent, ...]
-    timestamp: int
+    timestamp: int = field(factory=now_ms, metadata={WIRE_REQUIRED: True})
     role: ClassVar[Literal["user"]] = "user"
 
 

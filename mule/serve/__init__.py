@@ -4,18 +4,21 @@
 127.0.0.1; `main(argv)` is `mule serve`. See docs/pirc.md, "The streaming server".
 """
 
-from mule.serve._app import (
-    DEFAULT_PORT,
-    TOKEN_ENV,
-    ServerConfig,
-    build_parser,
-    create_app,
-    is_loopback,
-    main,
-    serve,
-)
-from mule.serve._jobs import OVERRIDABLE, JobManager, JobRequestError, ServerJob
-from mule.serve._ws import CLOSE_TOO_SLOW, CLOSE_UNAUTHORIZED, ClientQueue
+from mule.pi import needs_extra
+
+with needs_extra("server", "mule.serve"):
+    from mule.serve._app import (
+        DEFAULT_PORT,
+        TOKEN_ENV,
+        ServerConfig,
+        build_parser,
+        create_app,
+        is_loopback,
+        main,
+        serve,
+    )
+    from mule.serve._jobs import OVERRIDABLE, JobManager, JobRequestError, ServerJob
+    from mule.serve._ws import CLOSE_TOO_SLOW, CLOSE_UNAUTHORIZED, ClientQueue
 
 __all__ = [
     "CLOSE_TOO_SLOW",

@@ -22,6 +22,7 @@ from starlette.routing import Mount, Route, WebSocketRoute
 from starlette.staticfiles import StaticFiles
 from starlette.websockets import WebSocket
 
+from mule.pi import needs_extra
 from mule.pirc import BridgeConfig, default_pi_executable
 from mule.serve._jobs import JobManager, JobRequestError, ServerJob, TooManyJobs
 from mule.serve._ws import token_ok, websocket_endpoint
@@ -204,7 +205,8 @@ def url_of(sock: socket.socket, token: str | None = None) -> str:
 
 def serve(config: ServerConfig, sock: socket.socket | None = None) -> None:
     """Serve until interrupted (uvicorn, asyncio) on `sock`, else on `config.host:port`."""
-    import uvicorn
+    with needs_extra("server", "mule serve"):
+        import uvicorn
 
     if not is_loopback(config.host) and not config.allow_remote:
         raise ValueError(f"refusing to bind to non-loopback address {config.host!r}")

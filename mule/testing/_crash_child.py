@@ -12,9 +12,12 @@ import signal
 import sys
 
 import anyio  # noqa: F401 (imported before forking so children start warm)
-import trio  # noqa: F401
 
+from mule.pi import needs_extra
 from mule.testing._crash_scenario import child_main, load_factory
+
+with needs_extra("testing", "mule.testing.crash"):
+    import trio  # noqa: F401
 
 
 def main(argv: list[str]) -> None:

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import anyio
-import h11
 from anyio.abc import SocketStream
+
+from mule.pi import needs_extra
+
+with needs_extra("testing", "mule.testing's fake servers"):
+    import h11
 
 
 async def read_request(

@@ -11,10 +11,13 @@ from typing import Any, final
 
 import anyio
 import anyio.from_thread
-import h11
 from anyio.abc import SocketStream, TaskStatus
 
+from mule.pi import needs_extra
 from mule.testing._http import read_request
+
+with needs_extra("testing", "mule.testing's fake servers"):
+    import h11
 
 Script = list[dict[str, Any]]
 """A list of scripted responses (see `mule.testing.fake_openai` for their keys)."""

@@ -5,9 +5,10 @@ from __future__ import annotations
 import base64
 from typing import Any, TypeAlias, TypeVar
 
-from hypothesis import strategies as st
+from mule.pi import JsonObject, JsonValue, StopReason, needs_extra
 
-from mule.pi import JsonObject, JsonValue, StopReason
+with needs_extra("testing", "mule.testing's strategies"):
+    from hypothesis import strategies as st
 
 T = TypeVar("T")
 Strategy: TypeAlias = st.SearchStrategy

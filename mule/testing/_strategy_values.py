@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 from attrs import evolve
-from hypothesis import strategies as st
 
 from mule.pi import (
     AssistantContent,
@@ -42,6 +41,7 @@ from mule.pi import (
     UsageCost,
     UserContent,
     UserMessage,
+    needs_extra,
 )
 from mule.testing._strategy_scalars import (
     FAILURE_REASONS,
@@ -59,6 +59,9 @@ from mule.testing._strategy_scalars import (
     texts,
     timestamps,
 )
+
+with needs_extra("testing", "mule.testing's strategies"):
+    from hypothesis import strategies as st
 
 
 def text_contents() -> Strategy[TextContent]:

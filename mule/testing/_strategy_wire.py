@@ -4,9 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hypothesis import strategies as st
-
-from mule.pi import StopReason
+from mule.pi import StopReason, needs_extra
 from mule.testing._strategy_scalars import (
     FAILURE_REASONS,
     MAX_BLOCKS,
@@ -23,6 +21,9 @@ from mule.testing._strategy_scalars import (
     texts,
     timestamps,
 )
+
+with needs_extra("testing", "mule.testing's strategies"):
+    from hypothesis import strategies as st
 
 
 def _obj(

@@ -19,8 +19,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from hypothesis import strategies as st
-
 from mule.effects import (
     MessageEnd,
     MessageStart,
@@ -45,8 +43,11 @@ from mule.effects import (
     TurnEnd,
     TurnStart,
 )
-from mule.pi import DoneEvent, ErrorEvent
+from mule.pi import DoneEvent, ErrorEvent, needs_extra
 from mule.testing import strategies as ms
+
+with needs_extra("testing", "mule.testing's strategies"):
+    from hypothesis import strategies as st
 
 Strategy = st.SearchStrategy
 

@@ -20,11 +20,14 @@ from contextlib import asynccontextmanager
 from typing import Any, TypeAlias, final
 
 import anyio
-import h11
 from anyio.abc import SocketStream
 from attrs import define, field, frozen
 
+from mule.pi import needs_extra
 from mule.testing._http import read_request
+
+with needs_extra("testing", "mule.testing's fake servers"):
+    import h11
 
 # -- the scripted server ---------------------------------------------------------------------
 

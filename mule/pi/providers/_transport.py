@@ -31,17 +31,20 @@ from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Final, Literal, TypeAlias, final
 
 import anyio
-import httpx
 from attrs import frozen
 
 from mule.pi._context import ProviderResponse, StreamOptions
 from mule.pi._events import AssistantMessageEvent
+from mule.pi._extras import needs_extra
 from mule.pi._json import JsonValue, loads, stringify
 from mule.pi._model import Model
 from mule.pi._stream import AssistantMessageEventStream
 from mule.pi.providers import _frames
 from mule.pi.providers._parser import ProviderError, StreamAborted, StreamParser
 from mule.pi.providers._simple import http_error_diagnostic
+
+with needs_extra("providers", "mule's model providers"):
+    import httpx
 
 if TYPE_CHECKING:
     from mule.pi import AbortSignal
