@@ -29,6 +29,7 @@ from mule.pirc import BridgeConfig, ExtensionUIRequest
 from mule.serve import CLOSE_UNAUTHORIZED, ClientQueue, ServerConfig, is_loopback, main
 from mule.serve._jobs import JobRequestError, job_config
 from mule.serve._wire import Frame, bridge_event_to_wire, control, encode_event
+from tests.pirc.helpers import pi_available
 from tests.serve.fixtures import (
     TOKEN,
     ServerThread,
@@ -412,11 +413,14 @@ def test_a_job_whose_pi_cannot_start_fails_with_a_reason(server: ServerThread) -
 
 
 @pytest.mark.slow
+@pytest.mark.pi
+@pytest.mark.skipif(not pi_available(), reason="pi CLI not installed")
 def test_python_m_serves_until_sigterm(tmp_path: Path) -> None:
     """`python -m mule.serve` prints the URL, serves with the token, stops on SIGTERM."""
     env = dict(os.environ, MULE_SERVE_TOKEN=TOKEN)
+    argv = ["--model", "local/m", "--base-url", "http://127.0.0.1:9/v1", "--port", "0"]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "mule.serve", "--model", "local/m", "--port", "0"],
+        [sys.executable, "-m", "mule.serve", *argv],
         stderr=subprocess.PIPE,
         text=True,
         env=env,
@@ -424,6 +428,8 @@ def test_python_m_serves_until_sigterm(tmp_path: Path) -> None:
     )
     try:
         assert proc.stderr is not None
+        first = proc.stderr.readline()
+        assert first.startswith("mule serve: pi 0.73.1 ("), first  # checked once at start-up
         line = proc.stderr.readline()
         assert line.startswith("mule serve: open http://127.0.0.1:"), line
         assert "token" not in line  # it came from the environment: not echoed

@@ -1,7 +1,7 @@
 """A streaming server for pi RPC jobs: HTTP to start and cancel, `/ws` to watch and answer.
 
 `create_app(config)` returns the Starlette app; `serve(config)` runs it under uvicorn on
-127.0.0.1; `main(argv)` is `mule serve`. See docs/pirc.md, "The streaming server".
+127.0.0.1; `main(argv)` is `mule serve`. See docs/serve.md.
 """
 
 from mule.pi import needs_extra
@@ -11,27 +11,32 @@ with needs_extra("server", "mule.serve"):
         DEFAULT_PORT,
         TOKEN_ENV,
         ServerConfig,
-        build_parser,
         create_app,
         is_loopback,
-        main,
         serve,
     )
+    from mule.serve._cli import build_parser, main
+    from mule.serve._env import BASE_ALLOW, child_environment
     from mule.serve._jobs import OVERRIDABLE, JobManager, JobRequestError, ServerJob
+    from mule.serve._setup import PI_INSTALL, SetupError
     from mule.serve._ws import CLOSE_TOO_SLOW, CLOSE_UNAUTHORIZED, ClientQueue
 
 __all__ = [
+    "BASE_ALLOW",
     "CLOSE_TOO_SLOW",
     "CLOSE_UNAUTHORIZED",
     "DEFAULT_PORT",
     "OVERRIDABLE",
+    "PI_INSTALL",
     "TOKEN_ENV",
     "ClientQueue",
     "JobManager",
     "JobRequestError",
     "ServerConfig",
     "ServerJob",
+    "SetupError",
     "build_parser",
+    "child_environment",
     "create_app",
     "is_loopback",
     "main",

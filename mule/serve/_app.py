@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import ipaddress
 import logging
-import os
-import secrets
 import socket
-import sys
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Final, final
 
@@ -23,16 +19,15 @@ from starlette.staticfiles import StaticFiles
 from starlette.websockets import WebSocket
 
 from mule.pi import needs_extra
-from mule.pirc import BridgeConfig, default_pi_executable
+from mule.pirc import BridgeConfig
+from mule.serve._env import TOKEN_ENV
 from mule.serve._jobs import JobManager, JobRequestError, ServerJob, TooManyJobs
 from mule.serve._ws import token_ok, websocket_endpoint
 
 log = logging.getLogger("mule.serve")
 
 STATIC: Final = Path(__file__).parent / "static"
-TOKEN_ENV: Final = "MULE_SERVE_TOKEN"
 DEFAULT_PORT: Final = 8765
-EXIT_USAGE: Final = 2
 _CSP: Final = (
     "default-src 'self'; connect-src 'self'; style-src 'self' 'unsafe-inline'; "
     "frame-ancestors 'none'"
@@ -62,6 +57,11 @@ def _check_token(instance: ServerConfig, attribute: object, token: str) -> None:
         raise ValueError("the server token must have at least 16 characters")
 
 
+def _check_allow(instance: ServerConfig, attribute: object, names: tuple[str, ...]) -> None:
+    if TOKEN_ENV in names:
+        raise ValueError(f"env_allow must not name {TOKEN_ENV}: the token never reaches pi")
+
+
 @final
 @frozen(kw_only=True)
 class ServerConfig:
@@ -69,6 +69,8 @@ class ServerConfig:
 
     `client_queue` / `client_queue_bytes` bound each WebSocket client's unsent frames (see
     `mule.serve._ws`); `bridge_buffer` is the job's own subscription to its bridge.
+    Each job's pi gets a minimal environment (`mule.serve._env`): `env_allow` names the
+    variables of ours it may see besides the base set and its provider's key.
     """
 
     bridge: BridgeConfig
@@ -84,6 +86,7 @@ class ServerConfig:
     auth_timeout: float = 10.0
     close_timeout: float = 10.0
     cancel_wait: float = 15.0
+    env_allow: tuple[str, ...] = field(default=(), validator=_check_allow)
 
 
 def _unauthorized() -> Response:
@@ -221,107 +224,13 @@ def serve(config: ServerConfig, sock: socket.socket | None = None) -> None:
     uvicorn.Server(uv).run(sockets=[sock])
 
 
-def _model(value: str) -> tuple[str, str]:
-    provider, sep, model = value.partition("/")
-    if not sep or not provider or not model:
-        raise argparse.ArgumentTypeError(
-            "expected PROVIDER/MODEL, e.g. anthropic/claude-sonnet-4-5"
-        )
-    return provider, model
-
-
-def build_parser() -> argparse.ArgumentParser:
-    """Return the argument parser of `mule serve`."""
-    p = argparse.ArgumentParser(
-        prog="mule serve",
-        description="Serve pi RPC jobs over HTTP and a WebSocket, with a browser page. "
-        f"The token comes from ${TOKEN_ENV} or is generated and printed.",
-    )
-    p.add_argument("--model", "-m", type=_model, required=True, help="PROVIDER/MODEL for pi")
-    p.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
-    p.add_argument("--port", type=int, default=DEFAULT_PORT, help="port (0: any free one)")
-    p.add_argument(
-        "--allow-remote", action="store_true", help="allow binding a non-loopback address"
-    )
-    p.add_argument("--api-key-env", help="the environment variable pi reads the API key from")
-    p.add_argument("--agent-dir", help="pi's agent dir (models.json, settings.json)")
-    p.add_argument("--cwd", help="the jobs' working directory")
-    p.add_argument("--tools", help="comma-separated pi tools (default: pi's own set)")
-    p.add_argument("--no-tools", action="store_true", help="run pi with no tools")
-    p.add_argument(
-        "--extension", "-e", action="append", default=[], help="a pi extension (repeatable)"
-    )
-    p.add_argument("--thinking", choices=["off", "minimal", "low", "medium", "high", "xhigh"])
-    p.add_argument("--system-prompt", help="replace pi's system prompt")
-    p.add_argument("--pi", default=None, help="the pi executable (default: $MULE_PI, pi, repo)")
-    p.add_argument("--job-timeout", type=float, default=300.0, help="seconds per job")
-    p.add_argument("--ui-timeout", type=float, default=300.0, help="seconds per dialog")
-    p.add_argument("--max-jobs", type=int, default=4, help="concurrent jobs (one pi each)")
-    p.add_argument("--client-queue", type=int, default=256, help="frames per slow client")
-    return p
-
-
-def config_from_args(args: argparse.Namespace, token: str) -> ServerConfig:
-    """Build the server config of parsed `mule serve` arguments."""
-    provider, model = args.model
-    bridge = BridgeConfig(
-        provider=provider,
-        model=model,
-        api_key_env=args.api_key_env,
-        executable=args.pi or default_pi_executable(),
-        cwd=args.cwd,
-        agent_dir=args.agent_dir,
-        tools=tuple(t.strip() for t in args.tools.split(",") if t.strip()) if args.tools else None,
-        no_tools=args.no_tools,
-        extensions=tuple(args.extension),
-        thinking=args.thinking,
-        system_prompt=args.system_prompt,
-        job_timeout=args.job_timeout,
-        ui_timeout=args.ui_timeout,
-    )
-    return ServerConfig(
-        bridge=bridge,
-        token=token,
-        host=args.host,
-        port=args.port,
-        allow_remote=args.allow_remote,
-        max_jobs=args.max_jobs,
-        client_queue=args.client_queue,
-    )
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run `mule serve`; return the exit code (2 for a usage error such as a refused bind)."""
-    args = build_parser().parse_args(argv)
-    token = os.environ.get(TOKEN_ENV) or secrets.token_urlsafe(32)
-    try:
-        config = config_from_args(args, token)
-    except ValueError as exc:
-        print(f"mule serve: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    try:
-        sock = bind_socket(config.host, config.port)
-    except OSError as exc:
-        print(f"mule serve: cannot bind {config.host}:{config.port}: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    shown = token if TOKEN_ENV not in os.environ else None
-    print(f"mule serve: open {url_of(sock, shown)}", file=sys.stderr, flush=True)
-    with sock:
-        serve(config, sock)
-    return 0
-
-
 __all__ = [
     "DEFAULT_PORT",
     "TOKEN_ENV",
     "ServerConfig",
     "bind_socket",
-    "build_parser",
-    "config_from_args",
     "create_app",
     "is_loopback",
-    "main",
     "serve",
     "url_of",
 ]

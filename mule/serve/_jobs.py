@@ -5,6 +5,7 @@ from __future__ import annotations
 import bisect
 import itertools
 import logging
+import os
 import secrets
 import time
 from collections.abc import Mapping
@@ -25,6 +26,7 @@ from mule.pirc import (
     JobResult,
     Subscription,
 )
+from mule.serve._env import child_environment
 from mule.serve._wire import (
     FORWARDED_TYPES,
     Frame,
@@ -256,6 +258,14 @@ class JobManager:
         if not prompt.strip():
             raise JobRequestError("prompt must not be empty")
         cfg = job_config(self.config.bridge, overrides or {})
+        env = child_environment(
+            os.environ,
+            provider=cfg.provider,
+            allow=self.config.env_allow,
+            fixed=cfg.env,
+            secret_values=(self.config.token,),
+        )
+        cfg = attrs.evolve(cfg, env=env, inherit_env=False)
         if self.running() >= self.config.max_jobs:
             raise TooManyJobs(f"too many running jobs (max {self.config.max_jobs})")
         job = ServerJob(_new_id(), prompt, cfg)
