@@ -14,6 +14,7 @@ from typing import Final, final
 
 from attrs import frozen
 
+from mule.pi import needs_extra
 from mule.pirc import BridgeConfig
 from mule.serve._app import DEFAULT_PORT, ServerConfig, bind_socket, is_loopback, serve, url_of
 from mule.serve._env import TOKEN_ENV, child_environment
@@ -179,6 +180,8 @@ def prepare(
 def main(argv: Sequence[str] | None = None) -> int:
     """Run `mule serve`; return the exit code (2 for a usage or setup error, before binding)."""
     args = build_parser().parse_args(argv)
+    with needs_extra("server", "mule serve"):  # a missing extra first: nothing else helps then
+        import uvicorn  # noqa: F401
     token = os.environ.get(TOKEN_ENV) or secrets.token_urlsafe(32)
     try:
         prepared = prepare(args, token)
