@@ -11,7 +11,13 @@ model, wire codec and model streams.
 from importlib.metadata import PackageNotFoundError
 from importlib.metadata import version as _version
 
-from mule._abort import AbortController, AbortError, AbortSignal
+from mule.effects import (
+    MuleCompletedTurn,
+    MuleResume,
+    MuleRunOutcome,
+    MuleRunSettings,
+    MuleStreamFunction,
+)
 from mule.effects._errors import MuleError, MulePhase
 from mule.effects._events import (
     MessageEnd,
@@ -28,13 +34,6 @@ from mule.effects._events import (
     TurnStart,
 )
 from mule.effects._identity import MuleIdentity, MuleIdentityKind
-from mule.effects._settings import (
-    MuleCompletedTurn,
-    MuleResume,
-    MuleRunOutcome,
-    MuleRunSettings,
-    MuleStreamFunction,
-)
 from mule.effects._tools import (
     MuleToolCheckpoint,
     MuleToolExecutionPart,
@@ -44,7 +43,7 @@ from mule.effects._tools import (
     ToolPending,
     ToolStarted,
 )
-from mule.pi import MissingExtraError
+from mule.pi import AbortController, AbortError, AbortSignal, MissingExtraError
 from mule.pi._retry import PI_CODING_AGENT_RETRY_DEFAULTS, RetryPolicy
 from mule.promise._function_tool import tool
 from mule.promise._run import Mule, MuleRunFailed, mule, run

@@ -11,7 +11,7 @@ from typing import Literal, TypeAlias
 
 from attrs import evolve, frozen
 
-from mule.effects._settings import MuleCompletedTurn, MuleResume
+from mule.effects import MuleCompletedTurn, MuleResume
 from mule.effects._tools import (
     ExecutionMode,
     MuleToolResult,

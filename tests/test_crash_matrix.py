@@ -9,10 +9,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mule._abort import AbortSignal
+from mule.effects import MuleResume
 from mule.effects._events import MuleEvent
-from mule.effects._settings import MuleResume
 from mule.journal import Journal
+from mule.pi import AbortSignal
 from mule.pi._messages import Message
 from mule.testing.crash import CrashLab, check_case
 

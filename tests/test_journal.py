@@ -18,11 +18,10 @@ from hypothesis import strategies as st
 from returns.result import Result, Success
 
 import mule.promise as promise
-from mule._abort import AbortController, AbortSignal
+from mule.effects import INTERRUPTED_UNSAFE, MuleResume, MuleRunInput
 from mule.effects._errors import MuleError
 from mule.effects._events import MessageEnd, MuleEvent, ToolExecutionStart
 from mule.effects._run import run as effects_run
-from mule.effects._settings import MuleResume, MuleRunInput
 from mule.effects._tools import (
     MuleTool,
     MuleToolExecutionPart,
@@ -33,8 +32,8 @@ from mule.effects._tools import (
     ToolPending,
     ToolStarted,
 )
-from mule.effects._transition import INTERRUPTED_UNSAFE
 from mule.journal import Journal, JournalError
+from mule.pi import AbortController, AbortSignal
 from mule.pi._content import TextContent, ToolCall
 from mule.pi._context import Tool
 from mule.pi._messages import AssistantMessage, Message, ToolResultMessage, UserMessage

@@ -20,7 +20,7 @@ from hypothesis.stateful import (
 )
 from returns.result import Result
 
-from mule._abort import AbortSignal
+from mule.effects import MuleResume
 from mule.effects._errors import MuleError
 from mule.effects._events import (
     EVENT_TYPES,
@@ -71,7 +71,6 @@ from mule.effects._protocol import (
     ToolPrepared,
     WorkFailed,
 )
-from mule.effects._settings import MuleResume
 from mule.effects._state import RunConfig, RunState
 from mule.effects._tools import (
     MuleTool,
@@ -87,6 +86,7 @@ from mule.effects._tools import (
     ToolStarted,
 )
 from mule.effects._transition import initial_state, step
+from mule.pi import AbortSignal
 from mule.pi._content import TextContent, ThinkingContent, ToolCall
 from mule.pi._context import StreamOptions
 from mule.pi._events import (

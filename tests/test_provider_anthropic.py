@@ -12,7 +12,7 @@ from attrs import evolve
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mule._abort import AbortController
+from mule.pi import AbortController
 from mule.pi._content import ImageContent, TextContent, ThinkingContent, ToolCall
 from mule.pi._context import Context, StreamOptions, Tool
 from mule.pi._events import (

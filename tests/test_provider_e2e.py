@@ -20,8 +20,8 @@ from attrs import frozen
 
 import mule
 import mule.pi
-from mule._abort import AbortSignal
 from mule.effects import MuleEvent
+from mule.pi import AbortSignal
 from mule.pi._content import TextContent
 from mule.pi._context import StreamOptions
 from mule.pi._messages import AssistantMessage, UserMessage

@@ -8,7 +8,7 @@ from typing import Any
 import anyio
 import pytest
 
-from mule._abort import AbortController
+from mule.pi import AbortController
 from mule.pi._content import TextContent, ThinkingContent, ToolCall
 from mule.pi._context import Context, StreamOptions, ThinkingBudgets, Tool
 from mule.pi._events import (

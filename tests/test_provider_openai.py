@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mule._abort import AbortController, AbortSignal
+from mule.pi import AbortController, AbortSignal
 from mule.pi._content import ImageContent, TextContent, ThinkingContent, ToolCall
 from mule.pi._context import Context, ProviderResponse, StreamOptions, Tool
 from mule.pi._events import AssistantMessageEvent, DoneEvent, ErrorEvent

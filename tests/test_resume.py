@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from returns.result import Failure, Result, Success
 
 import mule.promise as promise
-from mule._abort import AbortSignal
+from mule.effects import INTERRUPTED_UNSAFE, MuleResume, MuleRunInput, MuleRunOutcome
 from mule.effects._errors import MuleError
 from mule.effects._events import (
     MessageEnd,
@@ -31,7 +31,6 @@ from mule.effects._events import (
     TurnStart,
 )
 from mule.effects._run import run as effects_run
-from mule.effects._settings import MuleResume, MuleRunInput, MuleRunOutcome
 from mule.effects._tools import (
     MuleTool,
     MuleToolCheckpoint,
@@ -44,7 +43,7 @@ from mule.effects._tools import (
     ToolPending,
     ToolStarted,
 )
-from mule.effects._transition import INTERRUPTED_UNSAFE
+from mule.pi import AbortSignal
 from mule.pi._content import TextContent, ToolCall
 from mule.pi._context import Tool
 from mule.pi._messages import (

@@ -12,7 +12,7 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
-from mule.effects._settings import MuleResume
+from mule.effects import MuleResume
 from mule.effects._tools import ToolCompleted, ToolPending, ToolStarted
 from mule.journal import Journal, JournalError
 from mule.pi._content import ImageContent, TextContent, ThinkingContent, ToolCall

@@ -24,7 +24,6 @@ from rich.panel import Panel
 from rich.spinner import Spinner
 from rich.text import Text
 
-from mule._abort import AbortSignal
 from mule.effects import to_json
 from mule.effects._events import (
     MessageEnd,
@@ -38,6 +37,7 @@ from mule.effects._events import (
     TurnStart,
 )
 from mule.effects._tools import MuleToolResult
+from mule.pi import AbortSignal
 from mule.pi._content import TextContent, ThinkingContent, ToolCall
 from mule.pi._events import (
     TextDeltaEvent,

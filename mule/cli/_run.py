@@ -16,7 +16,6 @@ from returns.result import Failure, Result, Success
 from rich.console import Console
 from rich.text import Text
 
-from mule._abort import AbortController, AbortError, AbortSignal
 from mule.cli._codes import (
     DEFAULT_IDLE_TIMEOUT_S,
     DEFAULT_TOOLS,
@@ -32,6 +31,7 @@ from mule.cli._models import load_registry, missing_key, resolve_model
 from mule.cli._render import JsonLines, LiveView
 from mule.effects._events import MuleEvent, RunEnd
 from mule.journal import Journal
+from mule.pi import AbortController, AbortError, AbortSignal
 from mule.pi._context import StreamOptions
 from mule.pi._messages import UserMessage
 from mule.pi._model import ThinkingLevel

@@ -19,12 +19,18 @@ from attrs import frozen
 from psycopg import sql
 from returns.result import Failure, Result, Success
 
-from mule._abort import AbortSignal
-from mule.effects import event_from_record, event_to_record, from_json, to_json
+from mule.effects import (
+    Listener,
+    MuleResume,
+    event_from_record,
+    event_to_record,
+    from_json,
+    to_json,
+)
 from mule.effects._errors import MuleError
 from mule.effects._events import MuleEvent
-from mule.effects._settings import Listener, MuleResume
 from mule.journal import COMMIT_POINTS, STREAM_ONLY, Fold, fold
+from mule.pi import AbortSignal
 from mule.pi._messages import Message
 
 NOTIFY_CHANNEL = "mule_events"

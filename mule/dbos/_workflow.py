@@ -34,13 +34,12 @@ from dbos import DBOS, DBOSClient, DBOSConfig, StepReservation, WorkflowHandle
 from returns.result import Failure
 
 import mule.promise as promise
-from mule._abort import AbortController, AbortError, AbortSignal
 from mule.dbos._store import PgStore, StoredEvent, follow, now_ms
-from mule.effects import from_wire, to_wire
+from mule.effects import INTERRUPTED_UNSAFE, from_wire, to_wire
 from mule.effects._events import MuleEvent
 from mule.effects._run import run as run_core
 from mule.effects._tools import MuleToolExecutionPart, MuleToolResult
-from mule.effects._transition import INTERRUPTED_UNSAFE
+from mule.pi import AbortController, AbortError, AbortSignal
 from mule.pi._content import TextContent, ToolCall
 from mule.pi._context import Context, StreamOptions
 from mule.pi._events import AssistantMessageEvent, DoneEvent, ErrorEvent, StartEvent

@@ -1,5 +1,6 @@
 """mule's canonical core: Pi's loop as a pure state machine plus an anyio interpreter."""
 
+from mule.effects._batch import INTERRUPTED_UNSAFE
 from mule.effects._codec import (
     MULE_CODEC,
     event_from_record,
@@ -30,16 +31,11 @@ from mule.effects._events import (
     TurnStart,
 )
 from mule.effects._identity import MuleIdentity, MuleIdentityKind
+from mule.effects._inputs import Listener, MuleRunInput
+from mule.effects._outcome import MuleCompletedTurn, MuleRunOutcome
+from mule.effects._resume import MuleResume
 from mule.effects._run import run, run_future
-from mule.effects._settings import (
-    Listener,
-    MuleCompletedTurn,
-    MuleResume,
-    MuleRunInput,
-    MuleRunOutcome,
-    MuleRunSettings,
-    MuleStreamFunction,
-)
+from mule.effects._settings import MuleRunSettings, MuleStreamFunction
 from mule.effects._tools import (
     ExecutionMode,
     MuleTool,
@@ -58,6 +54,7 @@ from mule.effects._tools import (
 
 __all__ = [
     "EVENT_TYPES",
+    "INTERRUPTED_UNSAFE",
     "MULE_CODEC",
     "ExecutionMode",
     "Listener",

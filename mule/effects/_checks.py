@@ -7,7 +7,7 @@ import math
 from returns.result import Failure, Result, Success
 
 from mule.effects._errors import MuleError
-from mule.effects._settings import MuleRunInput
+from mule.effects._inputs import MuleRunInput
 from mule.effects._tools import ToolCompleted, ToolPending, ToolStarted
 from mule.pi import ToolSchemaError, ToolValidator
 from mule.pi._content import ToolCall

@@ -24,7 +24,8 @@ from typing import Any
 
 from mule.effects._events import EVENT_TYPES, MessageUpdate, MuleEvent
 from mule.effects._identity import MuleIdentity
-from mule.effects._settings import MuleResume, MuleRunOutcome
+from mule.effects._outcome import MuleRunOutcome
+from mule.effects._resume import MuleResume
 from mule.effects._tools import (
     MuleToolExecutionPart,
     MuleToolResult,

@@ -22,9 +22,9 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from attrs import evolve
 from returns.result import Failure, Result, Success
 
-from mule._abort import AbortController, AbortSignal, child_controller
 from mule.effects._errors import MuleError, MulePhase, error_from
 from mule.effects._events import EVENT_TYPES, MessageUpdate, MuleEvent, RunEnd
+from mule.effects._inputs import Listener, MuleRunInput
 from mule.effects._protocol import (
     AskFollowUp,
     AskRetryAfter,
@@ -58,10 +58,11 @@ from mule.effects._protocol import (
     ToolPrepared,
     WorkFailed,
 )
-from mule.effects._settings import Listener, MuleRunInput, MuleStreamFunction
+from mule.effects._settings import MuleStreamFunction
 from mule.effects._state import RunState
 from mule.effects._tools import MuleToolExecutionPart, MuleToolPrepared
 from mule.effects._transition import step
+from mule.pi import AbortController, AbortSignal, child_controller
 from mule.pi._events import EVENT_CLASSES
 from mule.pi._messages import AssistantMessage
 from mule.pi._stream import AssistantMessageEventStream
@@ -135,7 +136,7 @@ class Interpreter:
         """
         listener = self.listener
         signal = self.signal
-        timed = signal._deadline is not None  # a timeout signal aborts by the clock
+        timed = signal.deadline is not None  # a timeout signal aborts by the clock
         fact: Fact | None = Began(now_ms())
         ticks = 0
         while True:
@@ -160,7 +161,7 @@ class Interpreter:
                     # are checked every 32nd; every other event at once.
                     if kind is not MessageUpdate or not (ticks := ticks + 1) & 31:
                         await checkpoint_if_cancelled()
-                    if (signal._aborted or (timed and signal.aborted)) and not self.ended:
+                    if (signal.fired or (timed and signal.aborted)) and not self.ended:
                         return None
                     if type(res) is not Success and isinstance(res, Failure):
                         fact = ListenerFailed(res.failure())
@@ -189,7 +190,7 @@ class Interpreter:
                     fact = await self._perform(cmd)
             if fact is None:
                 fact = await self.inbox.receive()
-            if (signal._aborted or (timed and signal.aborted)) and not self.ended:
+            if (signal.fired or (timed and signal.aborted)) and not self.ended:
                 return None
 
     def _checked(self, event: object) -> Fact:

@@ -8,7 +8,7 @@ from attrs import frozen
 
 from mule.effects._errors import MuleError
 from mule.effects._events import MuleEvent
-from mule.effects._settings import MuleCompletedTurn, MuleRunOutcome
+from mule.effects._outcome import MuleCompletedTurn, MuleRunOutcome
 from mule.effects._tools import MuleToolExecutionPart, MuleToolPreparation
 from mule.pi._content import ToolCall
 from mule.pi._context import Context, StreamOptions

@@ -6,15 +6,17 @@ import anyio
 from returns.future import FutureResult
 from returns.result import Failure, Result, Success
 
-from mule._abort import AbortController, AbortSignal, as_exception, child_controller
 from mule.effects._checks import check_input
 from mule.effects._errors import MuleError
 from mule.effects._identity import MuleIdentity
+from mule.effects._inputs import Listener, MuleRunInput
 from mule.effects._interpret import Interpreter, now_ms
+from mule.effects._outcome import MuleRunOutcome
 from mule.effects._protocol import Finish
-from mule.effects._settings import Listener, MuleRunInput, MuleRunOutcome, MuleStreamFunction
+from mule.effects._settings import MuleStreamFunction
 from mule.effects._state import RunConfig
 from mule.effects._transition import initial_state
+from mule.pi import AbortController, AbortSignal, as_exception, child_controller
 from mule.pi._content import TextContent
 from mule.pi._context import StreamOptions
 from mule.pi._messages import ZERO_USAGE, AssistantMessage

@@ -1,20 +1,16 @@
-"""Run settings, run input (core form), completed turns, resume and the outcome."""
+"""Run settings: the plain values a run is configured with, shared by every root."""
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import TypeAlias, final
+from typing import TypeAlias
 
 from attrs import frozen
-from returns.result import Result
 
-from mule._abort import AbortSignal
-from mule.effects._errors import MuleError
-from mule.effects._events import MuleEvent, RunStatus
-from mule.effects._identity import MuleIdentity
-from mule.effects._tools import ExecutionMode, MuleTool, MuleToolCheckpoint
+from mule.effects._resume import MuleResume
+from mule.effects._tools import ExecutionMode
 from mule.pi._context import Context, StreamOptions
-from mule.pi._messages import AssistantMessage, Message, ToolResultMessage
+from mule.pi._messages import AssistantMessage, Message
 from mule.pi._model import Model
 from mule.pi._retry import RetryPolicy
 from mule.pi._stream import AssistantMessageEventStream
@@ -23,26 +19,6 @@ MuleStreamFunction: TypeAlias = Callable[
     [Model, Context, StreamOptions],
     AssistantMessageEventStream | Awaitable[AssistantMessageEventStream],
 ]
-
-
-@final
-@frozen
-class MuleCompletedTurn:
-    """Facts from a completed turn, handed to the stop hook."""
-
-    message: AssistantMessage
-    tool_results: tuple[ToolResultMessage, ...]
-    context: tuple[Message, ...]
-    new_messages: tuple[Message, ...]
-
-
-@final
-@frozen
-class MuleResume:
-    """A completed assistant turn recovered by the transcript owner, before its next model call."""
-
-    message: AssistantMessage
-    tools: tuple[MuleToolCheckpoint, ...] = ()
 
 
 @frozen(kw_only=True)
@@ -61,47 +37,4 @@ class MuleRunSettings:
     retry_after_ms: Callable[[AssistantMessage], float | None] | None = None
 
 
-Listener: TypeAlias = Callable[[MuleEvent, AbortSignal], Awaitable[Result[None, MuleError]]]
-
-
-@final
-@frozen(kw_only=True)
-class MuleRunInput(MuleRunSettings):
-    """Everything one run needs, with Result-returning callbacks (the core's form)."""
-
-    tools: tuple[MuleTool, ...] = ()
-    resolve_api_key: (
-        Callable[[str, AbortSignal], Awaitable[Result[str | None, MuleError]]] | None
-    ) = None
-    get_steering_messages: (
-        Callable[[AbortSignal], Awaitable[Result[tuple[Message, ...], MuleError]]] | None
-    ) = None
-    get_follow_up_messages: (
-        Callable[[AbortSignal], Awaitable[Result[tuple[Message, ...], MuleError]]] | None
-    ) = None
-    should_stop_after_turn: (
-        Callable[[MuleCompletedTurn, AbortSignal], Awaitable[Result[bool, MuleError]]] | None
-    ) = None
-
-
-@final
-@frozen(kw_only=True)
-class MuleRunOutcome:
-    """The honest terminal result of one run."""
-
-    status: RunStatus
-    run: MuleIdentity
-    terminal: MuleIdentity
-    message: AssistantMessage
-    messages: tuple[Message, ...]
-
-
-__all__ = [
-    "Listener",
-    "MuleCompletedTurn",
-    "MuleResume",
-    "MuleRunInput",
-    "MuleRunOutcome",
-    "MuleRunSettings",
-    "MuleStreamFunction",
-]
+__all__ = ["MuleRunSettings", "MuleStreamFunction"]

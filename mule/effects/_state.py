@@ -8,7 +8,7 @@ from typing import Literal, TypeAlias, final
 from attrs import frozen
 
 from mule.effects._identity import MuleIdentity
-from mule.effects._settings import MuleResume
+from mule.effects._resume import MuleResume
 from mule.effects._tools import MuleTool, MuleToolResult
 from mule.pi._content import ToolCall
 from mule.pi._context import StreamOptions, Tool

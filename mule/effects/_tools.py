@@ -8,8 +8,8 @@ from typing import ClassVar, Literal, TypeAlias, final
 from attrs import frozen
 from returns.result import Result
 
-from mule._abort import AbortSignal
 from mule.effects._errors import MuleError
+from mule.pi import AbortSignal
 from mule.pi._content import ImageContent, TextContent, ToolCall
 from mule.pi._context import Tool
 from mule.pi._json import JsonObject, JsonValue  # noqa: F401 (resolves the recursive alias)

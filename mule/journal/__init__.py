@@ -3,7 +3,7 @@
 from mule.journal._fold import Fold, fold
 from mule.journal._owner import TranscriptOwner
 from mule.journal._record import COMMIT_POINTS, STREAM_ONLY
-from mule.journal._sqlite import Journal, JournalError, RunInfo, RunState, Synchronous
+from mule.journal._sqlite import Journal, JournalError, JournalRunStatus, RunInfo, Synchronous
 
 __all__ = [
     "COMMIT_POINTS",
@@ -11,8 +11,8 @@ __all__ = [
     "Fold",
     "Journal",
     "JournalError",
+    "JournalRunStatus",
     "RunInfo",
-    "RunState",
     "Synchronous",
     "TranscriptOwner",
     "fold",

@@ -10,6 +10,7 @@ from collections.abc import Iterable, Sequence
 
 from attrs import define, field
 
+from mule.effects import MuleResume
 from mule.effects._events import (
     MessageEnd,
     ModelPrompt,
@@ -20,7 +21,6 @@ from mule.effects._events import (
     ToolExecutionStart,
     TurnEnd,
 )
-from mule.effects._settings import MuleResume
 from mule.effects._tools import (
     MuleToolCheckpoint,
     MuleToolResult,

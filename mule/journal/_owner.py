@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
-from mule._abort import AbortSignal
+from mule.effects import MuleResume
 from mule.effects._events import MuleEvent
-from mule.effects._settings import MuleResume
+from mule.pi import AbortSignal
 from mule.pi._messages import Message
 
 

@@ -15,17 +15,23 @@ from typing import Any, Literal, TypeAlias, final
 from attrs import frozen
 from returns.result import Failure, Result, Success
 
-from mule._abort import AbortSignal
-from mule.effects import event_from_record, event_to_record, from_json, to_json
+from mule.effects import (
+    Listener,
+    MuleResume,
+    event_from_record,
+    event_to_record,
+    from_json,
+    to_json,
+)
 from mule.effects._errors import MuleError
 from mule.effects._events import MuleEvent
-from mule.effects._settings import Listener, MuleResume
 from mule.journal._fold import Fold, fold
 from mule.journal._record import COMMIT_POINTS, STREAM_ONLY
+from mule.pi import AbortSignal
 from mule.pi._messages import Message
 
 Synchronous: TypeAlias = Literal["FULL", "NORMAL"]
-RunState: TypeAlias = Literal["running", "completed", "failed", "cancelled", "interrupted"]
+JournalRunStatus: TypeAlias = Literal["running", "completed", "failed", "cancelled", "interrupted"]
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs(
@@ -60,7 +66,7 @@ class RunInfo:
     """One recorded run: its status (`interrupted` = running, but its writer process is gone)."""
 
     run_id: str
-    status: RunState
+    status: JournalRunStatus
     segments: int
     pid: int
     created_ms: int
@@ -317,11 +323,11 @@ class Journal:
             "SELECT run_id, status, segments, pid, host, created_ms, updated_ms FROM runs"
             " ORDER BY created_ms, run_id"
         ):
-            state: RunState = status
+            state: JournalRunStatus = status
             if status == "running" and where == host and pid != os.getpid() and not _alive(pid):
                 state = "interrupted"
             out.append(RunInfo(run_id, state, int(segments), int(pid), created, updated))
         return tuple(out)
 
 
-__all__ = ["Journal", "JournalError", "RunInfo", "RunState", "Synchronous"]
+__all__ = ["Journal", "JournalError", "JournalRunStatus", "RunInfo", "Synchronous"]

@@ -4,7 +4,13 @@
 httpx); `mule.pi.models` is the model registry; `mule.pi.providers` has the provider registry.
 """
 
-from mule._abort import AbortController, AbortError, AbortSignal
+from mule.pi._abort import (
+    AbortController,
+    AbortError,
+    AbortSignal,
+    as_exception,
+    child_controller,
+)
 from mule.pi._codec import (
     PI_CODEC,
     WireCodec,
@@ -161,8 +167,10 @@ __all__ = [
     "WireCodec",
     "WireError",
     "ZERO_USAGE",
+    "as_exception",
     "calculate_cost",
     "camel",
+    "child_controller",
     "complete_simple",
     "decode",
     "from_json",

@@ -7,7 +7,7 @@ from typing import Literal, TypeAlias, final
 
 from attrs import frozen
 
-from mule._abort import AbortSignal
+from mule.pi._abort import AbortSignal
 from mule.pi._json import JsonObject, JsonValue
 from mule.pi._messages import Message
 from mule.pi._model import Model, ThinkingLevel

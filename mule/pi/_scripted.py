@@ -11,7 +11,7 @@ from typing import Literal, TypeAlias, final
 import anyio
 from attrs import define, field, frozen
 
-from mule._abort import AbortSignal
+from mule.pi._abort import AbortSignal
 from mule.pi._context import Context, StreamOptions
 from mule.pi._events import (
     AssistantMessageEvent,

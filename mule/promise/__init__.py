@@ -1,7 +1,7 @@
 """The promise facade: `await mule.run(input, listener, signal)` over the canonical core."""
 
-from mule._abort import AbortController, AbortError, AbortSignal
 from mule.effects._tools import MuleToolExecutionPart, MuleToolRejection, MuleToolResult
+from mule.pi import AbortController, AbortError, AbortSignal
 from mule.promise._function_tool import ToolSignatureError, as_result, schema_for, tool
 from mule.promise._run import Mule, MuleRunFailed, mule, run
 from mule.promise._types import (

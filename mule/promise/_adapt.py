@@ -9,8 +9,7 @@ from typing import Any, TypeVar, cast
 from attrs import fields
 from returns.result import Failure, Result, Success
 
-from mule._abort import AbortSignal
-from mule.effects import _settings as core
+import mule.effects as core
 from mule.effects._errors import MuleError, MulePhase, error_from
 from mule.effects._events import MuleEvent
 from mule.effects._tools import (
@@ -24,6 +23,7 @@ from mule.effects._tools import (
 from mule.effects._tools import (
     MuleToolPrepared as CorePrepared,
 )
+from mule.pi import AbortSignal
 from mule.pi._content import ToolCall
 from mule.pi._messages import Message
 from mule.promise._failed import MuleRunFailed

@@ -15,7 +15,6 @@ import anyio.to_thread
 import attrs
 import cattrs
 
-from mule._abort import AbortSignal
 from mule.effects._tools import (
     ExecutionMode,
     MuleToolExecutionPart,
@@ -23,7 +22,7 @@ from mule.effects._tools import (
     MuleToolResult,
     Replay,
 )
-from mule.pi import ToolArgumentsError, ToolValidator
+from mule.pi import AbortSignal, ToolArgumentsError, ToolValidator
 from mule.pi._content import ImageContent, TextContent, ToolCall
 from mule.pi._context import Tool
 from mule.pi._json import JsonObject, JsonValue

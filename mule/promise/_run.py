@@ -6,9 +6,9 @@ from typing import final
 
 from returns.result import Failure
 
-from mule._abort import AbortError, AbortSignal, as_exception
+from mule.effects import MuleRunOutcome
 from mule.effects._run import run as run_core
-from mule.effects._settings import MuleRunOutcome
+from mule.pi import AbortError, AbortSignal, as_exception
 from mule.promise._adapt import adapt_input, adapt_listener
 from mule.promise._failed import MuleRunFailed
 from mule.promise._types import MulePromiseListener, MuleRunInput

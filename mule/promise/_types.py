@@ -7,10 +7,10 @@ from typing import ClassVar, Literal, TypeAlias, final
 
 from attrs import frozen
 
-from mule._abort import AbortSignal
+from mule.effects import MuleCompletedTurn, MuleRunSettings
 from mule.effects._events import MuleEvent
-from mule.effects._settings import MuleCompletedTurn, MuleRunSettings
 from mule.effects._tools import ExecutionMode, MuleToolExecutionPart, MuleToolRejection, Replay
+from mule.pi import AbortSignal
 from mule.pi._content import ToolCall
 from mule.pi._context import Tool
 from mule.pi._messages import Message

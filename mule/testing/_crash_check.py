@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from mule.effects._transition import INTERRUPTED_UNSAFE
+from mule.effects import INTERRUPTED_UNSAFE
 from mule.pi import (
     SUCCESS_STOP_REASONS,
     AssistantMessage,

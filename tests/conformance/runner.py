@@ -22,7 +22,8 @@ import anyio
 from attrs import define, field, frozen
 from returns.result import Failure, Result, Success
 
-from mule._abort import AbortController, AbortError, AbortSignal
+from mule.effects import MuleCompletedTurn, MuleRunOutcome
+from mule.effects import MuleRunInput as CoreInput
 from mule.effects._errors import MuleError
 from mule.effects._events import (
     MessageEnd,
@@ -40,8 +41,6 @@ from mule.effects._events import (
 )
 from mule.effects._identity import MuleIdentity
 from mule.effects._run import run as effects_run
-from mule.effects._settings import MuleCompletedTurn, MuleRunOutcome
-from mule.effects._settings import MuleRunInput as CoreInput
 from mule.effects._tools import MuleTool as CoreTool
 from mule.effects._tools import (
     MuleToolExecutionPart,
@@ -50,6 +49,7 @@ from mule.effects._tools import (
     MuleToolResult,
 )
 from mule.effects._tools import MuleToolPrepared as CorePrepared
+from mule.pi import AbortController, AbortError, AbortSignal
 from mule.pi._codec import from_wire, to_wire
 from mule.pi._content import TextContent, ToolCall
 from mule.pi._context import StreamOptions, Tool

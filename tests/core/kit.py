@@ -15,7 +15,7 @@ import anyio
 from attrs import define, field, fields
 from returns.result import Failure, Result, Success
 
-from mule._abort import AbortSignal
+from mule.effects import MuleCompletedTurn, MuleRunInput, MuleRunOutcome, MuleRunSettings
 from mule.effects._errors import MuleError
 from mule.effects._events import (
     MessageEnd,
@@ -33,12 +33,6 @@ from mule.effects._events import (
 )
 from mule.effects._identity import MuleIdentity
 from mule.effects._run import run as effects_run
-from mule.effects._settings import (
-    MuleCompletedTurn,
-    MuleRunInput,
-    MuleRunOutcome,
-    MuleRunSettings,
-)
 from mule.effects._tools import (
     ExecutionMode,
     MuleTool,
@@ -49,6 +43,7 @@ from mule.effects._tools import (
     MuleToolResult,
     Replay,
 )
+from mule.pi import AbortSignal
 from mule.pi._content import TextContent, ToolCall
 from mule.pi._context import Tool
 from mule.pi._json import JsonObject, JsonValue

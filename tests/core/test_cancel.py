@@ -9,10 +9,10 @@ import anyio
 import pytest
 from returns.result import Failure, Result, Success
 
-from mule._abort import AbortController, AbortError, AbortSignal
+from mule.effects import MuleCompletedTurn
 from mule.effects._errors import MuleError
 from mule.effects._events import MessageEnd, MuleEvent, RunEnd
-from mule.effects._settings import MuleCompletedTurn
+from mule.pi import AbortController, AbortError, AbortSignal
 from mule.pi._content import TextContent
 from mule.pi._context import Context, StreamOptions
 from mule.pi._messages import AssistantMessage, Message, ToolResultMessage

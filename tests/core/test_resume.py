@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
+from mule.effects import INTERRUPTED_UNSAFE, MuleResume
 from mule.effects._events import MessageStart, ToolExecutionStart, TurnEnd, TurnStart
-from mule.effects._settings import MuleResume
 from mule.effects._tools import (
     MuleToolCheckpoint,
     MuleToolResult,
@@ -15,7 +15,6 @@ from mule.effects._tools import (
     ToolPending,
     ToolStarted,
 )
-from mule.effects._transition import INTERRUPTED_UNSAFE
 from mule.pi._content import TextContent, ToolCall
 from mule.pi._messages import ToolResultMessage
 from mule.pi._scripted import reply

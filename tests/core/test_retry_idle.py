@@ -9,9 +9,9 @@ import anyio.lowlevel
 import pytest
 from returns.result import Failure, Result
 
-from mule._abort import AbortSignal
 from mule.effects._errors import MuleError
 from mule.effects._events import MessageEnd, MessageStart, MessageUpdate, ModelPrompt
+from mule.pi import AbortSignal
 from mule.pi._context import Context, StreamOptions
 from mule.pi._messages import AssistantMessage
 from mule.pi._model import Model

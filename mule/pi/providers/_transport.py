@@ -164,7 +164,7 @@ def abortable(signal: AbortSignal | None) -> Iterator[anyio.CancelScope]:
         if signal.aborted:
             scope.cancel()
         # Timeout signals abort lazily (at their deadline, when observed): mirror the deadline.
-        deadline = signal._deadline
+        deadline = signal.deadline
         if deadline is not None:
             scope.deadline = anyio.current_time() + max(0.0, deadline - time.monotonic())
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable, Iterable
+from operator import attrgetter
 from typing import final
 
 import anyio
@@ -49,6 +50,17 @@ class AbortSignal:
         if not self._aborted and self._deadline is not None and time.monotonic() >= self._deadline:
             self._abort(TimeoutError("The operation timed out"))
         return self._aborted
+
+    # Read-only views for the per-event path: a property over a C getter costs about as
+    # much as reading the slot, and reads no clock.
+    fired = property(
+        attrgetter("_aborted"),
+        doc="Whether the signal has aborted already (without checking a timeout's clock).",
+    )
+    deadline = property(
+        attrgetter("_deadline"),
+        doc="The `time.monotonic()` deadline of a timeout signal, else None.",
+    )
 
     @property
     def reason(self) -> object:

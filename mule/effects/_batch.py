@@ -1,0 +1,298 @@
+"""A tool batch: start, prepare and execute an assistant message's calls, then its results."""
+
+from __future__ import annotations
+
+from attrs import evolve
+
+from mule.effects._errors import MuleError
+from mule.effects._events import (
+    MessageEnd,
+    MessageStart,
+    ToolExecutionEnd,
+    ToolExecutionStart,
+    ToolExecutionUpdate,
+)
+from mule.effects._identity import MuleIdentity
+from mule.effects._protocol import (
+    CloseTool,
+    Fact,
+    PrepareTool,
+    PullTool,
+    StartTools,
+    ToolExhausted,
+    ToolPartArrived,
+    ToolPrepared,
+    WorkFailed,
+)
+from mule.effects._state import (
+    Batch,
+    RunningTools,
+)
+from mule.effects._tools import (
+    MuleToolPrepared,
+    MuleToolResult,
+    ToolCompleted,
+    ToolStarted,
+)
+from mule.effects._turns import _end_turn
+from mule.effects._txn import _error_result, _fail, _Txn
+from mule.pi import ToolArgumentsError, ToolSchemaError, validate_tool_arguments
+from mule.pi._content import ToolCall
+from mule.pi._messages import AssistantMessage, ToolResultMessage
+
+INTERRUPTED_UNSAFE = "Tool call was interrupted and is not safe to replay"
+
+
+def _start_batch(
+    t: _Txn, message: AssistantMessage, message_id: MuleIdentity, calls: tuple[ToolCall, ...]
+) -> None:
+    n = len(calls)
+    batch = Batch(
+        message=message,
+        calls=calls,
+        ids=tuple(t.ident("tool_call", message_id) for _ in calls),
+        todo=tuple(range(n)),
+        results=(None,) * n,
+        messages=(None,) * n,
+        sequential=_any_sequential(t, calls),
+        cursor=0,
+        prepared=(),
+        running=0,
+    )
+    _advance(t, batch)
+
+
+def _begin_resume(t: _Txn) -> None:
+    resume = t.cfg.resume
+    assert resume is not None
+    message = resume.message
+    mid = t.ident("message", t.current_turn())
+    t.context += (message,)
+    t.last_assistant = message
+    calls = tuple(b for b in message.content if type(b) is ToolCall)
+    if not calls:
+        _end_turn(t, message, (), more=False)
+        return
+    checkpoints = {c.call.id: c for c in resume.tools}
+    results: list[MuleToolResult | None] = []
+    messages: list[ToolResultMessage | None] = []
+    todo: list[int] = []
+    for i, call in enumerate(calls):
+        cp = checkpoints.get(call.id)
+        if type(cp) is ToolCompleted:
+            results.append(cp.result)
+            messages.append(cp.message)
+        elif type(cp) is ToolStarted and cp.replay == "unsafe":
+            results.append(_error_result(INTERRUPTED_UNSAFE))
+            messages.append(None)
+        else:
+            results.append(None)
+            messages.append(None)
+            todo.append(i)
+    batch = Batch(
+        message=message,
+        calls=calls,
+        ids=tuple(t.ident("tool_call", mid) for _ in calls),
+        todo=tuple(todo),
+        results=tuple(results),
+        messages=tuple(messages),
+        sequential=_any_sequential(t, calls),
+        cursor=0,
+        prepared=(),
+        running=0,
+    )
+    _advance(t, batch)
+
+
+def _advance(t: _Txn, batch: Batch) -> None:
+    """Move a batch forward until it must wait for the world, or it is complete."""
+    if batch.sequential:
+        _advance_sequential(t, batch)
+        return
+    # Parallel pass 1: start and prepare each call in source order.
+    while batch.cursor < len(batch.todo):
+        i = batch.todo[batch.cursor]
+        immediate = _start_call(t, batch, i)
+        if immediate is None:
+            t.phase = RunningTools(batch)
+            t.cmds.append(PrepareTool(i, batch.calls[i]))
+            return
+        batch = _settle(t, batch, i, immediate)
+        batch = evolve(batch, cursor=batch.cursor + 1)
+    # Pass 2: only now do the prepared calls execute, all at once.
+    if batch.prepared:
+        batch = evolve(batch, running=len(batch.prepared))
+        t.phase = RunningTools(batch)
+        t.cmds.append(StartTools(batch.prepared))
+        return
+    _result_phase(t, batch)
+
+
+def _any_sequential(t: _Txn, calls: tuple[ToolCall, ...]) -> bool:
+    """Pi's rule: the whole batch is sequential if the run says so or any called tool does."""
+    if t.cfg.sequential:
+        return True
+    tools = t.cfg.tools
+    for call in calls:
+        tool = tools.get(call.name)
+        if tool is not None and tool.execution_mode == "sequential":
+            return True
+    return False
+
+
+def _advance_sequential(t: _Txn, batch: Batch) -> None:
+    n = len(batch.calls)
+    while batch.cursor < n:
+        i = batch.cursor
+        if i not in batch.todo:
+            if batch.messages[i] is None:
+                batch = _emit_result_message(t, batch, i)
+            batch = evolve(batch, cursor=i + 1)
+            continue
+        immediate = _start_call(t, batch, i)
+        if immediate is None:
+            t.phase = RunningTools(batch)
+            t.cmds.append(PrepareTool(i, batch.calls[i]))
+            return
+        batch = _settle(t, batch, i, immediate)
+        batch = _emit_result_message(t, batch, i)
+        batch = evolve(batch, cursor=i + 1)
+    _finish_batch(t, batch)
+
+
+def _start_call(t: _Txn, batch: Batch, i: int) -> MuleToolResult | None:
+    """Emit the call's start; return an immediate error result, or None when it needs prepare."""
+    call = batch.calls[i]
+    tool = t.cfg.tools.get(call.name)
+    t.cmds.append(
+        ToolExecutionStart(
+            run=t.cfg.run,
+            turn=t.current_turn(),
+            tool_call=batch.ids[i],
+            call=call,
+            replay=tool.replay if tool is not None else "unsafe",
+        )
+    )
+    if tool is None:
+        return _error_result(f"Tool {call.name} not found")
+    try:
+        validate_tool_arguments(tool.descriptor, call)
+    except ToolArgumentsError as exc:
+        return _error_result(exc.text)
+    except ToolSchemaError as exc:  # checked before run_start; a schema can still fail on a value
+        return _error_result(str(exc))
+    return None
+
+
+def _settle(t: _Txn, batch: Batch, i: int, result: MuleToolResult) -> Batch:
+    """Record a call's final result and emit its end."""
+    t.cmds.append(
+        ToolExecutionEnd(
+            run=t.cfg.run,
+            turn=t.current_turn(),
+            tool_call=batch.ids[i],
+            call=batch.calls[i],
+            result=result,
+        )
+    )
+    results = list(batch.results)
+    results[i] = result
+    return evolve(batch, results=tuple(results))
+
+
+def _on_tools(t: _Txn, batch: Batch, fact: Fact) -> None:
+    kind = type(fact)
+    sequential = batch.sequential
+    if isinstance(fact, ToolPrepared):
+        t.clock = max(t.clock, fact.now_ms)
+        i = fact.index
+        prep = fact.preparation
+        if isinstance(prep, MuleToolPrepared):
+            if sequential:
+                t.phase = RunningTools(evolve(batch, running=1))
+                t.cmds.append(StartTools((i,)))
+                return
+            batch = evolve(batch, prepared=(*batch.prepared, i), cursor=batch.cursor + 1)
+        else:
+            result = _error_result(prep.message, prep.terminate)
+            batch = _settle(t, batch, i, result)
+            if sequential:
+                batch = _emit_result_message(t, batch, i)
+            batch = evolve(batch, cursor=batch.cursor + 1)
+        _advance(t, batch)
+    elif isinstance(fact, ToolPartArrived):
+        t.clock = max(t.clock, fact.now_ms)
+        i = fact.index
+        part = fact.part
+        if part.type == "update":
+            t.cmds.append(
+                ToolExecutionUpdate(
+                    run=t.cfg.run,
+                    turn=t.current_turn(),
+                    tool_call=batch.ids[i],
+                    call=batch.calls[i],
+                    result=part.result,
+                )
+            )
+            t.cmds.append(PullTool(i))
+            t.phase = RunningTools(batch)
+            return
+        batch = _settle(t, batch, i, part.result)
+        t.cmds.append(CloseTool(i))
+        batch = evolve(batch, running=batch.running - 1)
+        if sequential:
+            batch = _emit_result_message(t, batch, i)
+            batch = evolve(batch, cursor=batch.cursor + 1)
+            _advance(t, batch)
+        elif batch.running == 0:
+            _result_phase(t, batch)
+        else:
+            t.phase = RunningTools(batch)
+    elif isinstance(fact, ToolExhausted):
+        name = batch.calls[fact.index].name
+        _fail(t, MuleError("tool", f"tool {name} finished without a result part"))
+    elif isinstance(fact, WorkFailed):
+        _fail(t, fact.error)
+    else:
+        raise AssertionError(f"fact {kind.__name__} is not expected while tools run")
+
+
+def _emit_result_message(t: _Txn, batch: Batch, i: int) -> Batch:
+    call, result = batch.calls[i], batch.results[i]
+    assert result is not None
+    message = ToolResultMessage(
+        tool_call_id=call.id,
+        tool_name=call.name,
+        content=result.content,
+        is_error=result.is_error,
+        timestamp=t.clock,
+        details=result.details,
+        usage=result.usage,
+    )
+    rid = t.ident("tool_result", batch.ids[i])
+    turn = t.current_turn()
+    t.cmds.append(MessageStart(run=t.cfg.run, turn=turn, message=rid, value=message))
+    t.cmds.append(MessageEnd(run=t.cfg.run, turn=turn, message=rid, value=message))
+    t.new += (message,)
+    messages = list(batch.messages)
+    messages[i] = message
+    return evolve(batch, messages=tuple(messages))
+
+
+def _result_phase(t: _Txn, batch: Batch) -> None:
+    for i in range(len(batch.calls)):
+        if batch.messages[i] is None:
+            batch = _emit_result_message(t, batch, i)
+    _finish_batch(t, batch)
+
+
+def _finish_batch(t: _Txn, batch: Batch) -> None:
+    messages = tuple(m for m in batch.messages if m is not None)
+    t.context += messages
+    terminate = bool(batch.results) and all(
+        r is not None and r.terminate is True for r in batch.results
+    )
+    _end_turn(t, batch.message, messages, more=not terminate)
+
+
+__all__ = ["INTERRUPTED_UNSAFE"]

@@ -1,0 +1,22 @@
+"""Resume: a completed assistant turn recovered by whoever owns the transcript."""
+
+from __future__ import annotations
+
+from typing import final
+
+from attrs import frozen
+
+from mule.effects._tools import MuleToolCheckpoint
+from mule.pi._messages import AssistantMessage
+
+
+@final
+@frozen
+class MuleResume:
+    """A completed assistant turn recovered by the transcript owner, before its next model call."""
+
+    message: AssistantMessage
+    tools: tuple[MuleToolCheckpoint, ...] = ()
+
+
+__all__ = ["MuleResume"]

@@ -1,0 +1,134 @@
+"""A model attempt's stream: events in, message start/update/end out, retry or settle."""
+
+from __future__ import annotations
+
+from attrs import evolve
+
+from mule.effects._batch import _start_batch
+from mule.effects._errors import MuleError
+from mule.effects._events import (
+    MessageEnd,
+    MessageStart,
+    TurnEnd,
+)
+from mule.effects._protocol import (
+    CLOSE_MODEL,
+    PULL_MODEL,
+    AskRetryAfter,
+    Fact,
+    Sleep,
+    StreamExhausted,
+    StreamIdled,
+    StreamOpened,
+    WorkFailed,
+)
+from mule.effects._state import (
+    AwaitingRetryAfter,
+    BackingOff,
+    Streaming,
+)
+from mule.effects._turns import _end_turn
+from mule.effects._txn import _fail, _Txn
+from mule.pi._content import ToolCall
+from mule.pi._events import BLOCK_EVENT_TYPES, DoneEvent, ErrorEvent, StartEvent
+from mule.pi._messages import ZERO_USAGE, AssistantMessage
+from mule.pi._retry import is_retryable_assistant_error, retry_delay_ms
+
+_BLOCK_EVENTS = BLOCK_EVENT_TYPES
+
+
+def _on_stream(t: _Txn, phase: Streaming, fact: Fact) -> None:
+    run, turn, mid = t.cfg.run, phase.turn, phase.message
+    kind = type(fact)
+    if kind is StreamOpened:
+        t.phase = evolve(phase, opened=True)
+        t.cmds.append(PULL_MODEL)
+    elif isinstance(fact, StartEvent):
+        if not phase.started:
+            t.phase = evolve(phase, started=True)
+            value = fact.partial
+            t.cmds.append(MessageStart(run=run, turn=turn, message=mid, value=value))
+        t.cmds.append(PULL_MODEL)
+    elif kind in _BLOCK_EVENTS:
+        t.cmds.append(PULL_MODEL)  # a block event before `start` is ignored, as in Pi
+    elif isinstance(fact, DoneEvent | ErrorEvent):
+        final = fact.message if isinstance(fact, DoneEvent) else fact.error
+        given: object = final  # a hand-written stream may push anything
+        if type(given) is not AssistantMessage:
+            t.cmds.append(CLOSE_MODEL)
+            _fail(
+                t,
+                MuleError(
+                    "model",
+                    "model stream ended with a terminal that is not an assistant message",
+                    final,
+                ),
+            )
+            return
+        _attempt_settled(t, phase, final)
+    elif isinstance(fact, StreamIdled):
+        t.clock = max(t.clock, fact.now_ms)
+        text = f"Model stream idle timeout: no provider event for {_ms(t.cfg.idle_timeout_ms)} ms"
+        last = fact.last
+        if last is None:
+            m = t.cfg.model
+            final = AssistantMessage(
+                content=(),
+                api=m.api,
+                provider=m.provider,
+                model=m.id,
+                usage=ZERO_USAGE,
+                stop_reason="error",
+                timestamp=t.clock,
+                error_message=text,
+            )
+        else:
+            final = evolve(last, stop_reason="error", error_message=text, timestamp=t.clock)
+        _attempt_settled(t, phase, final)
+    elif kind is StreamExhausted:
+        t.cmds.append(CLOSE_MODEL)
+        _fail(t, MuleError("model", "model stream ended without a done or error event"))
+    elif isinstance(fact, WorkFailed):
+        _fail(t, fact.error)
+    else:
+        raise AssertionError(f"fact {kind.__name__} is not expected while streaming")
+
+
+def _ms(value: float | None) -> str:
+    if value is None:
+        return "?"
+    return str(int(value)) if float(value).is_integer() else str(value)
+
+
+def _attempt_settled(t: _Txn, phase: Streaming, final: AssistantMessage) -> None:
+    run, turn, mid = t.cfg.run, phase.turn, phase.message
+    if not phase.started:
+        t.cmds.append(MessageStart(run=run, turn=turn, message=mid, value=final))
+    t.cmds.append(MessageEnd(run=run, turn=turn, message=mid, value=final))
+    t.cmds.append(CLOSE_MODEL)
+    stop = final.stop_reason
+    policy = t.cfg.retry
+    if stop == "error" and policy is not None and policy.enabled:
+        retries_done = phase.attempt - 1
+        if retries_done < policy.max_retries and is_retryable_assistant_error(final, policy):
+            backoff = retry_delay_ms(policy, retries_done + 1)
+            if t.cfg.has_retry_after:
+                t.phase = AwaitingRetryAfter(phase.attempt, backoff)
+                t.cmds.append(AskRetryAfter(final))
+            else:
+                t.phase = BackingOff(phase.attempt)
+                t.cmds.append(Sleep(backoff))
+            return
+    t.context += (final,)
+    t.new += (final,)
+    t.last_assistant = final
+    if stop == "error" or stop == "aborted":
+        t.cmds.append(TurnEnd(run=run, turn=turn, message=final, tool_results=()))
+        text = final.error_message or f"model response ended with stopReason {stop}"
+        _fail(t, MuleError("model", text, final))
+        return
+    calls = tuple(b for b in final.content if type(b) is ToolCall)
+    if calls:
+        _start_batch(t, final, mid, calls)
+    else:
+        _end_turn(t, final, (), more=False)

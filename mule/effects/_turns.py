@@ -1,0 +1,118 @@
+"""Turns: open one, inject pending messages, start the model attempt, end it, poll."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from attrs import evolve
+
+from mule.effects._events import (
+    MessageEnd,
+    MessageStart,
+    ModelPrompt,
+    TurnEnd,
+    TurnStart,
+)
+from mule.effects._outcome import MuleCompletedTurn
+from mule.effects._protocol import (
+    ASK_FOLLOW_UP,
+    ASK_STEERING,
+    AskStop,
+    CallModel,
+    ResolveKey,
+)
+from mule.effects._state import (
+    AwaitingStop,
+    Polling,
+    ResolvingKey,
+    Streaming,
+)
+from mule.effects._txn import _complete, _Txn
+from mule.pi._context import Context
+from mule.pi._messages import AssistantMessage, Message, ToolResultMessage
+
+
+def _open_turn(t: _Txn) -> None:
+    t.turn = t.ident("turn", t.cfg.run)
+    t.cmds.append(TurnStart(run=t.cfg.run, turn=t.turn))
+
+
+def _turn_body(t: _Txn, pending: Sequence[Message]) -> None:
+    """One pass of Pi's inner loop: open a turn (after the first), inject, call the model."""
+    if not t.first_turn:
+        _open_turn(t)
+    t.first_turn = False
+    turn = t.current_turn()
+    for m in pending:
+        mid = t.ident("message", turn)
+        t.cmds.append(MessageStart(run=t.cfg.run, turn=turn, message=mid, value=m))
+        t.cmds.append(MessageEnd(run=t.cfg.run, turn=turn, message=mid, value=m))
+    if pending:
+        t.context += tuple(pending)
+        t.new += tuple(pending)
+    _attempt(t, 1)
+
+
+def _on_poll(t: _Txn, phase: Polling, messages: tuple[Message, ...]) -> None:
+    if phase.kind == "steering":
+        if t.first_turn or messages or t.more:
+            _turn_body(t, messages)
+        elif t.cfg.has_follow_up:
+            t.phase = Polling("follow_up")
+            t.cmds.append(ASK_FOLLOW_UP)
+        else:
+            _complete(t)
+    elif messages:
+        _turn_body(t, messages)
+    else:
+        _complete(t)
+
+
+def _end_turn(
+    t: _Txn, message: AssistantMessage, results: tuple[ToolResultMessage, ...], more: bool
+) -> None:
+    t.cmds.append(
+        TurnEnd(run=t.cfg.run, turn=t.current_turn(), message=message, tool_results=results)
+    )
+    if t.cfg.has_stop:
+        t.phase = AwaitingStop(more)
+        turn = MuleCompletedTurn(message, results, t.context, t.new)
+        t.cmds.append(AskStop(turn))
+    else:
+        _after_stop(t, more)
+
+
+def _after_stop(t: _Txn, more: bool) -> None:
+    t.more = more
+    if t.cfg.has_steering:
+        t.phase = Polling("steering")
+        t.cmds.append(ASK_STEERING)
+    elif more:
+        _turn_body(t, ())
+    elif t.cfg.has_follow_up:
+        t.phase = Polling("follow_up")
+        t.cmds.append(ASK_FOLLOW_UP)
+    else:
+        _complete(t)
+
+
+def _attempt(t: _Txn, attempt: int) -> None:
+    if t.cfg.has_key_hook:
+        t.phase = ResolvingKey(attempt)
+        t.cmds.append(ResolveKey(t.cfg.model.provider))
+    else:
+        _call_model(t, attempt, None)
+
+
+def _call_model(t: _Txn, attempt: int, key: str | None) -> None:
+    cfg = t.cfg
+    turn = t.current_turn()
+    t.cmds.append(
+        ModelPrompt(run=cfg.run, turn=turn, attempt=attempt, system_prompt=cfg.system_prompt)
+    )
+    options = cfg.stream_options
+    if key:
+        options = evolve(options, api_key=key)
+    context = Context(messages=t.context, system_prompt=cfg.system_prompt, tools=cfg.descriptors)
+    t.phase = Streaming(attempt, turn, t.ident("message", turn), opened=False, started=False)
+    t.cmds.append(CallModel(context, options))

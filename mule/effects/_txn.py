@@ -1,0 +1,149 @@
+"""One step's transaction and the run's verdicts (complete, fail, cancel)."""
+
+from __future__ import annotations
+
+from mule.effects._errors import MuleError
+from mule.effects._events import (
+    RunEnd,
+    RunStatus,
+)
+from mule.effects._identity import MuleIdentity, MuleIdentityKind
+from mule.effects._outcome import MuleRunOutcome
+from mule.effects._protocol import (
+    CancelRequested,
+    Command,
+    Finish,
+)
+from mule.effects._state import (
+    Over,
+    Phase,
+    RunConfig,
+    RunState,
+)
+from mule.effects._tools import (
+    MuleToolResult,
+)
+from mule.pi._content import TextContent
+from mule.pi._messages import ZERO_USAGE, AssistantMessage
+
+
+class _Txn:
+    """The changes of one step, applied to a copy of the state at the end (local mutation only)."""
+
+    __slots__ = (
+        "clock",
+        "cmds",
+        "context",
+        "first_turn",
+        "last_assistant",
+        "more",
+        "new",
+        "next_id",
+        "phase",
+        "state",
+        "turn",
+    )
+
+    def __init__(self, state: RunState) -> None:
+        self.state = state
+        self.phase: Phase = state.phase
+        self.next_id = state.next_id
+        self.clock = state.clock
+        self.context = state.context
+        self.new = state.new
+        self.turn = state.turn
+        self.first_turn = state.first_turn
+        self.more = state.more
+        self.last_assistant = state.last_assistant
+        self.cmds: list[Command] = []
+
+    @property
+    def cfg(self) -> RunConfig:
+        return self.state.cfg
+
+    def ident(self, kind: MuleIdentityKind, parent: MuleIdentity | None) -> MuleIdentity:
+        n = self.next_id
+        self.next_id = n + 1
+        return MuleIdentity(kind, f"{kind}:{n}", parent)
+
+    def current_turn(self) -> MuleIdentity:
+        assert self.turn is not None
+        return self.turn
+
+    def commit(self) -> tuple[RunState, tuple[Command, ...]]:
+        s = self.state
+        return (
+            RunState(
+                cfg=s.cfg,
+                phase=self.phase,
+                next_id=self.next_id,
+                clock=self.clock,
+                context=self.context,
+                new=self.new,
+                turn=self.turn,
+                first_turn=self.first_turn,
+                more=self.more,
+                last_assistant=self.last_assistant,
+            ),
+            tuple(self.cmds),
+        )
+
+
+def _finish(t: _Txn, outcome: MuleRunOutcome | None, error: MuleError | None) -> None:
+    t.phase = Over()
+    t.cmds.append(Finish(outcome, error))
+
+
+def _terminal(t: _Txn, status: RunStatus) -> MuleIdentity:
+    terminal = t.ident("terminal", t.cfg.run)
+    t.cmds.append(RunEnd(run=t.cfg.run, terminal=terminal, outcome=status))
+    return terminal
+
+
+def _complete(t: _Txn) -> None:
+    terminal = _terminal(t, "completed")
+    message = t.last_assistant  # a resumed run sets it to resume.message before its turn ends
+    assert message is not None
+    outcome = MuleRunOutcome(
+        status="completed", run=t.cfg.run, terminal=terminal, message=message, messages=t.new
+    )
+    _finish(t, outcome, None)
+
+
+def _fail(t: _Txn, error: MuleError) -> None:
+    _terminal(t, "failed")
+    _finish(t, None, error)
+
+
+def _cancel(t: _Txn, fact: CancelRequested) -> None:
+    t.clock = max(t.clock, fact.now_ms)
+    terminal = _terminal(t, "cancelled")
+    outcome = MuleRunOutcome(
+        status="cancelled",
+        run=t.cfg.run,
+        terminal=terminal,
+        message=_synthetic(t, "aborted", fact.reason),
+        messages=t.new,
+    )
+    _finish(t, outcome, None)
+
+
+def _synthetic(t: _Txn, stop: str, reason: str) -> AssistantMessage:
+    """Pi's Agent-style stand-in message for a run that ended without one."""
+    m = t.cfg.model
+    return AssistantMessage(
+        content=(TextContent(""),),
+        api=m.api,
+        provider=m.provider,
+        model=m.id,
+        usage=ZERO_USAGE,
+        stop_reason="aborted" if stop == "aborted" else "error",
+        timestamp=t.clock,
+        error_message=reason,
+    )
+
+
+def _error_result(text: str, terminate: bool | None = None) -> MuleToolResult:
+    return MuleToolResult(
+        content=(TextContent(text),), details={}, is_error=True, terminate=terminate
+    )
