@@ -100,14 +100,17 @@ def display_path(keyword: str, path: str, params: Mapping[str, Any]) -> str:
 
 
 def arguments_error(
-    tool_name: str, errors: Sequence[tuple[str, str]], arguments: JsonObject
+    tool_name: str, errors: Sequence[tuple[str, str]], arguments: JsonObject | None
 ) -> ToolArgumentsError:
-    """Return the failure of a call: Pi's error lines, then the arguments it received."""
+    """Return the failure of a call: Pi's error lines, then the arguments it received.
+
+    `None` for arguments too deep to print: the text then says they are not shown.
+    """
     lines = (
         "\n".join(f"  - {path}: {message}" for path, message in errors)
         or "Unknown validation error"
     )
-    received = js_stringify(arguments)
+    received = "(not shown: nested too deeply)" if arguments is None else js_stringify(arguments)
     text = f'Validation failed for tool "{tool_name}":\n{lines}\n\nReceived arguments:\n{received}'
     return ToolArgumentsError(tool_name, tuple(errors), text)
 

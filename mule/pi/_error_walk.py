@@ -15,6 +15,7 @@ from mule.pi._js_values import is_js_number, js_equal, js_keys, to_double, type_
 from mule.pi._schema import FORMATS, Schema, multiple_of
 
 MAX_ERRORS: Final = 8  # TypeBox's `Settings.maxErrors`, a cap per error context.
+_INDEX: Final = re.compile(r"0|[1-9][0-9]{0,9}")  # an array index of a JSON pointer (ASCII only)
 
 
 @final
@@ -40,10 +41,6 @@ class ErrorContext:
 
 def _fragment(key: str) -> str:
     return key.replace("~", "~0").replace("/", "~1")
-
-
-def _property_pattern(key: str) -> str:
-    return "^" + re.escape(key) + "$"
 
 
 @final
@@ -99,14 +96,18 @@ class ErrorWalker:
                 ok = ctx.add("required", path, {"requiredProperties": missing})
         extra = schema.get("additionalProperties")
         if isinstance(extra, Mapping | bool):
+            # TypeBox joins the patterns and `^key$` of each property into one regex; searching
+            # each on its own matches the same keys, and flags such as `(?i)` or
+            # back-references in one pattern cannot break (or renumber) the others.
             patterns = list(schema.get("patternProperties") or {})
-            patterns += [_property_pattern(k) for k in schema.get("properties") or {}]
-            regex = re.compile("(" + "|".join(patterns) + ")" if patterns else "(?!)")
+            declared = schema.get("properties") or {}
             bad = [
                 k
                 for k in keys
                 if not (
-                    regex.search(k) or self.walk(ctx, f"{path}/{_fragment(k)}", extra, value[k])
+                    k in declared
+                    or any(re.search(p, k) for p in patterns)
+                    or self.walk(ctx, f"{path}/{_fragment(k)}", extra, value[k])
                 )
             ]
             if bad:
@@ -350,7 +351,7 @@ class ErrorWalker:
             part = raw.replace("~1", "/").replace("~0", "~")
             if isinstance(node, Mapping) and part in node:
                 node = node[part]
-            elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            elif isinstance(node, list) and _INDEX.fullmatch(part) and int(part) < len(node):
                 node = node[int(part)]
             else:
                 return None

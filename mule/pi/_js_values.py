@@ -115,7 +115,8 @@ def js_number_to_string(value: int | float) -> str:
 def js_keys(mapping: Mapping[str, Any]) -> list[str]:
     """Return a mapping's keys in JS order: array-index keys ascending, then insertion order."""
     keys = list(mapping)
-    index = [k for k in keys if _ARRAY_INDEX.fullmatch(k) and int(k) < 2**32 - 1]
+    # At most 10 digits: an index is below 2**32 - 1 (and int() of a 4,300-digit key raises).
+    index = [k for k in keys if len(k) <= 10 and _ARRAY_INDEX.fullmatch(k) and int(k) < 2**32 - 1]
     if not index:
         return keys
     chosen = set(index)

@@ -1,9 +1,10 @@
 """JSON value types shared by Pi's data model, and JavaScript-style JSON text.
 
 `stringify` writes what Pi's `JSON.stringify` writes (compact separators, non-ASCII kept as it
-is, numbers in JavaScript's form: `1`, not `1.0`; `0.000036`, not `3.6e-05`); `loads` is
-`json.loads` whose only failure is a `ValueError`, also for input nested too deeply for Python's
-recursive decoder.
+is, numbers in JavaScript's form: `1`, not `1.0`; `0.000036`, not `3.6e-05`). `loads` is the one
+JSON decoder of everything outside data enters by (provider chunks, tool arguments, codecs,
+journals): bounded, so that hostile text gets a typed `JsonError` and never a `RecursionError`,
+a number Python cannot convert, or an object too deep for the code that walks it later.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TypeAlias
+from typing import Any, Final, TypeAlias
 
 # A JSON value as Python holds it after `json.loads`. Sequences and mappings are accepted so that
 # immutable containers (tuples, MappingProxyType) are JSON values too.
@@ -57,32 +58,116 @@ def stringify(value: object) -> str:
     return text
 
 
+MAX_DEPTH: Final = 128  # containers on any path of a decoded document
+MAX_NUMBER_CHARS: Final = 400  # longer than any finite double needs (JS reads more as Infinity)
+
+
+class JsonError(ValueError):
+    """Text that `loads` refuses: not JSON, too deep, or with too long a number.
+
+    Too deep is more than `MAX_DEPTH` containers; too long, more than `MAX_NUMBER_CHARS`.
+    """
+
+
+def nested_deeper_than(value: object, limit: int) -> bool:
+    """Return whether a JSON value has more than `limit` containers on some path.
+
+    Iterative, so a value of any depth, even one that contains itself, gets an answer.
+    """
+    stack: list[tuple[object, int]] = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, Mapping):
+            children: Any = node.values()
+        elif isinstance(node, list | tuple):
+            children = node
+        else:
+            continue
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in children if not isinstance(child, str))
+    return False
+
+
+def _number(parse: Callable[[str], Any]) -> Callable[[str], Any]:
+    def bounded(token: str) -> Any:
+        if len(token) > MAX_NUMBER_CHARS:
+            raise JsonError(f"JSON number longer than {MAX_NUMBER_CHARS} characters")
+        return parse(token)
+
+    return bounded
+
+
+_int, _float = _number(int), _number(float)
+# A number token longer than the bound is a run this long of number characters; only text with
+# such a run (in a number or a string) is decoded again with the per-number checks, which cost a
+# Python call per number on the common path.
+_LONG_RUN: Final = re.compile(f"[-+.eE0-9]{{{MAX_NUMBER_CHARS + 1}}}")
+_LONG_RUN_BYTES: Final = re.compile(_LONG_RUN.pattern.encode())
+
 # The C scanner behind json.loads, called directly for the common case of a document with no
 # surrounding whitespace (stream events): a third of json.loads's cost is its Python wrappers.
 # (`scan_once` is set in JSONDecoder.__init__; the stubs omit it.)
 _scan: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
 
 
-def loads(text: str | bytes) -> Any:
-    """Decode JSON text; raise `ValueError` for anything that is not a JSON document.
+def _decode_checked(text: str | bytes) -> Any:
+    """Decode text long enough to break a bound (the common short event never comes here)."""
+    if isinstance(text, str):
+        long_run = _LONG_RUN.search(text) is not None
+        brackets = text.count("{") + text.count("[")
+    else:
+        long_run = _LONG_RUN_BYTES.search(text) is not None
+        brackets = text.count(b"{") + text.count(b"[")
+    value = json.loads(text, parse_int=_int, parse_float=_float) if long_run else _decode(text)
+    if brackets > MAX_DEPTH and nested_deeper_than(value, MAX_DEPTH):
+        raise JsonError(f"JSON nested deeper than {MAX_DEPTH} levels")
+    return value
 
-    >>> loads("[" * 100_000)
-    Traceback (most recent call last):
-    ...
-    ValueError: JSON nested too deeply to decode
+
+def _decode(text: str | bytes) -> Any:
+    if type(text) is str:
+        try:
+            value, end = _scan(text, 0)
+        except StopIteration:
+            pass  # not a value at 0 (whitespace, or not JSON): json.loads says which
+        else:
+            if end == len(text):
+                return value
+    return json.loads(text)
+
+
+def loads(text: str | bytes) -> Any:
+    """Decode a JSON document; raise `JsonError` (a `ValueError`) for anything else.
+
+    Beyond `json.loads`, refused: nesting deeper than `MAX_DEPTH` and numbers longer than
+    `MAX_NUMBER_CHARS` characters. Text of at most `MAX_DEPTH` characters can break neither
+    bound and is decoded as it is; longer text costs two bracket counts and one regex search
+    (C speed), and its depth is walked only when it has more opening brackets than `MAX_DEPTH`.
+
+    >>> try:
+    ...     loads("[" * 100_000)
+    ... except JsonError as error:
+    ...     print(error)
+    JSON nested deeper than 128 levels
     """
     try:
-        if type(text) is str:
-            try:
-                value, end = _scan(text, 0)
-            except StopIteration:
-                pass  # not a value at 0 (whitespace, or not JSON): json.loads says which
-            else:
-                if end == len(text):
-                    return value
-        return json.loads(text)
+        return _decode_checked(text) if len(text) > MAX_DEPTH else _decode(text)
+    except JsonError:
+        raise
     except RecursionError:
-        raise ValueError("JSON nested too deeply to decode") from None
+        raise JsonError(f"JSON nested deeper than {MAX_DEPTH} levels") from None
+    except ValueError as exc:  # JSONDecodeError, an int beyond Python's digit limit
+        raise JsonError(str(exc)) from None
 
 
-__all__ = ["JsonObject", "JsonValue", "loads", "stringify"]
+__all__ = [
+    "MAX_DEPTH",
+    "MAX_NUMBER_CHARS",
+    "JsonError",
+    "JsonObject",
+    "JsonValue",
+    "loads",
+    "nested_deeper_than",
+    "stringify",
+]

@@ -67,7 +67,7 @@ def _ref(
     # matters for union members, which Pi compiles on their own, away from the root's `$defs`.
     try:
         errors = list(validator._validate_reference(ref=ref, instance=instance))
-    except Unresolvable:
+    except (Unresolvable, LookupError, AttributeError, TypeError):  # also a pointer through a list
         errors = [ValidationError(f"cannot resolve $ref {ref!r}")]
     yield from errors
 

@@ -24,6 +24,12 @@ Known divergences from Pi (outside what tool schemas normally use):
 - JS `key in value` also sees inherited names ("toString", "constructor"); Python does not.
 - Numbers are JS doubles: a coerced integral value within 2**53 comes back as `int`, otherwise as
   `float`; an `int` beyond 2**53 is printed (String(), "Received arguments") as the double JS sees.
+
+The gate is total, unlike Pi's (whose JS engine has a deeper stack): whatever the schema and the
+arguments, it returns or raises `ToolArgumentsError` or `ToolSchemaError`. Schemas are checked
+once by `_schema_bounds` (depth, patterns, references that resolve within the schema or a
+host's `referencing.Registry`, never fetched; no self-referential cycle); arguments nested deeper
+than `MAX_ARGUMENT_DEPTH` fail validation with a line that says so.
 """
 
 from __future__ import annotations
@@ -34,30 +40,52 @@ import weakref
 from typing import Any, ClassVar, final
 
 from jsonschema.protocols import Validator
+from referencing import Registry
 
 from mule.pi._coerce import Coercer
 from mule.pi._content import ToolCall
 from mule.pi._context import Tool
-from mule.pi._error_text import ToolSchemaError, arguments_error, display_path, error_message
+from mule.pi._error_text import (
+    ToolArgumentsError,
+    ToolSchemaError,
+    arguments_error,
+    display_path,
+    error_message,
+)
 from mule.pi._error_walk import MAX_ERRORS, ErrorContext, ErrorWalker
 from mule.pi._js_values import clone_json
-from mule.pi._json import JsonObject, JsonValue
+from mule.pi._json import JsonObject, JsonValue, nested_deeper_than
 from mule.pi._schema import FORMATS, PiValidator, Schema, check_schema
+from mule.pi._schema_bounds import MAX_ARGUMENT_DEPTH, MAX_SCHEMA_DEPTH, schema_problem
+
+_EMPTY: Registry[Any] = Registry()  # no resources and no retrieval: nothing is ever fetched
 
 
 @final
 class ToolValidator:
-    """A tool's compiled argument gate: jsonschema validators built once, reused for every call."""
+    """A tool's compiled argument gate: jsonschema validators built once, reused for every call.
+
+    `registry` (a `referencing.Registry`) is where `$ref`s that leave the schema resolve; without
+    one they are a `ToolSchemaError`, and no reference is ever retrieved from the network.
+    """
 
     _cache: ClassVar[dict[int, tuple[weakref.ref[Tool], ToolValidator]]] = {}
 
-    def __init__(self, name: str, parameters: Schema) -> None:
-        problem = check_schema(parameters)
-        if problem is not None:
-            raise ToolSchemaError(name, problem)
+    def __init__(
+        self, name: str, parameters: Schema, registry: Registry[Any] | None = None
+    ) -> None:
         self.name = name
         self.parameters = parameters
-        self._validator = PiValidator(parameters, format_checker=FORMATS)
+        self._registry = _EMPTY if registry is None else registry
+        try:
+            problem = schema_problem(parameters, self._registry) or check_schema(parameters)
+            if problem is not None:
+                raise ToolSchemaError(name, problem)
+            self._validator = PiValidator(
+                parameters, format_checker=FORMATS, registry=self._registry
+            )
+        except RecursionError:
+            raise ToolSchemaError(name, "nested too deeply to compile") from None
         self._members: dict[int, Validator | None] = {}
         self._coercer = Coercer(self._member_valid)
         self._walker = ErrorWalker(parameters)
@@ -73,7 +101,13 @@ class ToolValidator:
         hit = cls._cache.get(key)
         if hit is not None and hit[0]() is tool:
             return hit[1]
-        made = _by_content(tool.name, json.dumps(tool.parameters, default=repr))
+        if nested_deeper_than(tool.parameters, MAX_SCHEMA_DEPTH):  # before json.dumps recurses
+            raise ToolSchemaError(tool.name, f"nested deeper than {MAX_SCHEMA_DEPTH} levels")
+        try:
+            text = json.dumps(tool.parameters, default=repr)
+        except ValueError as exc:  # a circular reference
+            raise ToolSchemaError(tool.name, str(exc)) from None
+        made = _by_content(tool.name, text)
         cls._cache[key] = (weakref.ref(tool, lambda _: cls._cache.pop(key, None)), made)
         return made
 
@@ -82,7 +116,9 @@ class ToolValidator:
         key = id(member)
         if key not in self._members:
             try:
-                self._members[key] = PiValidator(member, format_checker=FORMATS)
+                self._members[key] = PiValidator(
+                    member, format_checker=FORMATS, registry=self._registry
+                )
             except Exception:
                 self._members[key] = None
         validator = self._members[key]
@@ -130,11 +166,30 @@ class ToolValidator:
         )
 
     def validate(self, call: ToolCall) -> dict[str, JsonValue]:
-        """Return the call's coerced arguments, or raise `ToolArgumentsError` with Pi's text."""
-        coerced = self.coerce(call.arguments)
-        if self._valid(coerced):
-            return coerced
-        raise arguments_error(call.name, self.errors(coerced), call.arguments)
+        """Return the call's coerced arguments, or raise `ToolArgumentsError` with Pi's text.
+
+        Raises `ToolSchemaError` when the schema cannot be evaluated on these arguments.
+        """
+        if nested_deeper_than(call.arguments, MAX_ARGUMENT_DEPTH):
+            raise _too_deep(call.name)
+        try:
+            coerced = self.coerce(call.arguments)
+            if self._valid(coerced):
+                return coerced
+            raise arguments_error(call.name, self.errors(coerced), call.arguments)
+        except (ToolArgumentsError, ToolSchemaError):
+            raise
+        except RecursionError:  # a recursive schema on deep arguments: deeper than the stack
+            raise _too_deep(call.name) from None
+        except Exception as exc:  # the gate is total: no raw error reaches the caller
+            raise ToolSchemaError(
+                self.name, f"cannot be evaluated on these arguments: {type(exc).__name__}: {exc}"
+            ) from exc
+
+
+def _too_deep(tool_name: str) -> ToolArgumentsError:
+    line = ("root", f"must not be nested deeper than {MAX_ARGUMENT_DEPTH} levels")
+    return arguments_error(tool_name, (line,), None)
 
 
 @functools.lru_cache(maxsize=256)
@@ -142,16 +197,21 @@ def _by_content(name: str, schema_json: str) -> ToolValidator:
     return ToolValidator(name, json.loads(schema_json))
 
 
-def validate_tool_arguments(tool: Tool, call: ToolCall) -> dict[str, JsonValue]:
+def validate_tool_arguments(
+    tool: Tool, call: ToolCall, registry: Registry[Any] | None = None
+) -> dict[str, JsonValue]:
     """Return `call`'s arguments coerced and validated against `tool.parameters`, as Pi's gate does.
 
-    Raises `ToolArgumentsError` (Pi's failure text) or `ToolSchemaError` (an unusable schema).
+    Raises `ToolArgumentsError` (Pi's failure text) or `ToolSchemaError` (an unusable schema),
+    nothing else. `registry` resolves `$ref`s that leave the schema (none is ever fetched).
 
     >>> schema = {"type": "object", "properties": {"n": {"type": "number"}}}
     >>> tool = Tool("V", "", schema)
     >>> validate_tool_arguments(tool, ToolCall("c1", "V", {"n": "0x10"}))
     {'n': 16}
     """
+    if registry is not None:
+        return ToolValidator(tool.name, tool.parameters, registry).validate(call)
     return ToolValidator.for_tool(tool).validate(call)
 
 
