@@ -89,7 +89,7 @@ def test_run_with_a_tool_call_in_json_mode(
 def test_live_view_shows_text_tools_and_summary(
     fake: FakeOpenAI, project: Path, env: dict[str, str]
 ) -> None:
-    """The human view prints thinking, the tool call and its result, and the answer."""
+    """Piped, stdout holds the answer; stderr has thinking, the tool call and result, a summary."""
     fake.push(
         chat_stream(
             reasoning="I should read it.",
@@ -99,12 +99,12 @@ def test_live_view_shows_text_tools_and_summary(
     fake.push(chat_text("It builds widgets."))
     done = mule(run_args(fake, "what is this?"), env, project)
     assert done.returncode == 0, done.stderr
-    out = done.stdout
-    assert "I should read it." in out
-    assert "read README.md" in out
-    assert "# Widget Factory" in out
-    assert "It builds widgets." in out
-    assert "2 turns" in out
+    assert done.stdout == "It builds widgets.\n"
+    err = done.stderr
+    assert "I should read it." in err
+    assert "read README.md" in err
+    assert "# Widget Factory" in err
+    assert "2 turns" in err
 
 
 def test_retry_after_a_500_is_visible_then_succeeds(
@@ -116,10 +116,9 @@ def test_retry_after_a_500_is_visible_then_succeeds(
     args = run_args(fake, "hi", "--provider-retries", "0", "--retry-base-ms", "20")
     done = mule(args, env, project)
     assert done.returncode == 0, done.stderr
-    out = done.stdout
-    assert "500 Internal server error" in out
-    assert "retrying in 20 ms (retry 1 of 3)" in out
-    assert "Recovered." in out
+    assert done.stdout == "Recovered.\n"
+    assert "500 Internal server error" in done.stderr
+    assert "retrying in 20 ms (retry 1 of 3)" in done.stderr
     assert len(fake.requests) == 2
 
 

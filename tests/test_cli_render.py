@@ -5,9 +5,14 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import os
 import re
+import threading
+import time
+from pathlib import Path
 
 import pytest
+from attrs import evolve
 from rich.console import Console
 
 from mule.cli._render import JsonLines, LiveView, planned_retry_ms
@@ -18,6 +23,7 @@ from mule.pi._model import Model
 from mule.pi._retry import RetryPolicy
 from mule.pi._scripted import Call, ScriptedModel, Text, Thinking, error_reply, reply
 from mule.promise import AbortSignal, MuleRunFailed, MuleRunInput, run, tool
+from mule.tools import Workspace, coding_tools
 
 MODEL = Model("scripted", "scripted", "scripted", "test", "local:")
 POLICY = RetryPolicy(enabled=True, max_retries=1, base_delay_ms=1)
@@ -148,3 +154,64 @@ async def test_json_lines_round_trip_through_the_codec() -> None:
     await run(_input(model), listen)
     decoded = [event_from_wire(json.loads(line)) for line in out.getvalue().splitlines()]
     assert decoded == seen
+
+
+@pytest.mark.anyio
+async def test_the_waiting_spinner_animates() -> None:
+    """Frames 0.2 s apart differ: the spinner is one object, not a new one per frame."""
+    prompts: list[ModelPrompt] = []
+
+    async def listen(event: MuleEvent, _signal: AbortSignal) -> None:
+        if isinstance(event, ModelPrompt):
+            prompts.append(event)
+
+    await run(_input(ScriptedModel([reply("ok")])), listen)
+    clock = [0.0]
+    file = io.StringIO()
+    console = Console(
+        file=file, force_terminal=True, width=60, color_system=None, get_time=lambda: clock[0]
+    )
+    view = LiveView(console)
+    view.handle(prompts[0])
+    view.close()  # no live refresh thread: the test draws the frames
+    frames = []
+    for _ in range(3):
+        with console.capture() as captured:
+            console.print(view)
+        frames.append(captured.get())
+        clock[0] += 0.2
+    assert all("waiting for the model" in f for f in frames)
+    assert len(set(frames)) == 3
+
+
+@pytest.mark.anyio
+async def test_approval_time_is_not_tool_time(tmp_path: Path) -> None:
+    """The user takes 1.5 s to answer; the bash call is shown taking well under that."""
+    read_end, write_end = os.pipe()
+    stdin = os.fdopen(read_end, "r")
+    file = io.StringIO()
+    view = LiveView(Console(file=file, width=100, color_system=None), stdin=stdin)
+
+    def answer_later() -> None:
+        time.sleep(1.5)
+        os.write(write_end, b"y\n")
+
+    model = ScriptedModel(
+        [reply(Call("c1", "bash", {"command": "echo hi"})), reply(Text.of("done", 1))]
+    )
+    inp = evolve(
+        _input(model),
+        tools=coding_tools(Workspace.at(tmp_path), ("bash",), confirm=view.confirm),
+    )
+    helper = threading.Thread(target=answer_later)
+    helper.start()
+    try:
+        await run(inp, view)
+    finally:
+        helper.join()
+        stdin.close()
+        os.close(write_end)
+    shown = file.getvalue()
+    took = re.search(r"✓ bash  ([0-9.]+) s", shown)
+    assert took is not None, shown
+    assert float(took.group(1)) < 1.0

@@ -37,9 +37,10 @@ def test_a_stalled_stream_times_out_and_is_retried(
     done = mule([*args, "--provider-retries", "0"], env, project)
     assert done.returncode == 0, done.stderr
     assert time.monotonic() - started < 30
-    assert "✗ model error (attempt 1): Model stream idle timeout" in done.stdout
-    assert "retrying in 10 ms (retry 1 of 3)" in done.stdout
-    assert "Recovered." in done.stdout
+    assert "✗ model error (attempt 1): Model stream idle timeout" in done.stderr
+    assert "retrying in 10 ms (retry 1 of 3)" in done.stderr
+    assert "the failed attempt's text stays on stdout" in done.stderr
+    assert done.stdout == "Partial\nRecovered.\n"
     assert fake.requests[0]["outcome"] == "client_gone"
 
 

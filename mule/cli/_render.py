@@ -2,8 +2,11 @@
 
 The live view listens to mule events. While a model attempt streams, a transient `rich.live.Live`
 shows its tail (thinking dimmed) and the tools in flight; each finished message and tool result
-is then printed for good. On a non-terminal console nothing transient is drawn, so piped output
-holds only the final text.
+is then printed for good. On a non-terminal console nothing transient is drawn.
+
+When stdout is not a terminal the view is given it as `text_out`: the model's text is written
+there as each delta arrives, exactly as sent (no wrapping, no padding, no markup), and everything
+else (thinking, tools, retries, the summary) goes to the console, which is then stderr.
 """
 
 from __future__ import annotations
@@ -154,8 +157,12 @@ class LiveView:
         retry_after: RetryAfter | None = None,
         show_thinking: bool = True,
         stdin: IO[str] | None = None,
+        text_out: IO[str] | None = None,
     ) -> None:
         self.console = console
+        self.text_out = text_out
+        self._text_open = False  # text_out's last write did not end a line
+        self._streamed = False  # this attempt wrote text to text_out
         self.retry = retry
         self.retry_after = retry_after
         self.show_thinking = show_thinking
@@ -164,7 +171,10 @@ class LiveView:
         self._blocks: dict[int, _Block] = {}
         self._streaming = False
         self._attempt = 1
-        self._tools: dict[str, tuple[ToolCall, float]] = {}
+        # Tools in flight: the call, when it started (moved on by approval waits), its spinner.
+        # Spinners live as long as what they show: a new one each frame would stay on frame 0.
+        self._tools: dict[str, tuple[ToolCall, float, Spinner]] = {}
+        self._waiting = Spinner("dots", Text("waiting for the model", style="dim"))
         self._turns = 0
         self.input_tokens = 0
         self.output_tokens = 0
@@ -178,14 +188,14 @@ class LiveView:
         for block in self._blocks.values():
             if block.kind == "thinking" and self.show_thinking:
                 yield Text(_tail(block.text(), room), style="dim italic")
-            elif block.kind == "text":
+            elif block.kind == "text" and self.text_out is None:
                 yield Text(_tail(block.text(), room))
             elif block.kind == "toolCall":
                 yield Text(f"… preparing {block.name}", style="cyan dim")
         if self._streaming and not self._blocks:
-            yield Spinner("dots", Text("waiting for the model", style="dim"))
-        for call, _ in self._tools.values():
-            yield Spinner("dots", Text(f"{call.name} {call_summary(call)}", style="cyan"))
+            yield self._waiting
+        for _call, _started, spinner in self._tools.values():
+            yield spinner
 
     def _start_live(self) -> None:
         if self._live is None and self.console.is_terminal:
@@ -223,6 +233,7 @@ class LiveView:
                 self._turns += 1
             case ModelPrompt(attempt=attempt):
                 self._attempt = attempt
+                self._streamed = False
                 self._blocks = {}
                 self._streaming = True
                 self._start_live()
@@ -240,7 +251,8 @@ class LiveView:
                 self.console.print(
                     Text.assemble(("→ ", "cyan"), (call.name, "bold cyan"), " ", call_summary(call))
                 )
-                self._tools[ident.value] = (call, time.monotonic())
+                label = Text(f"{call.name} {call_summary(call)}", style="cyan")
+                self._tools[ident.value] = (call, time.monotonic(), Spinner("dots", label))
                 self._start_live()
             case ToolExecutionEnd(tool_call=ident, call=call, result=result):
                 started = self._tools.pop(ident.value, None)
@@ -250,6 +262,7 @@ class LiveView:
                 if self._tools:
                     self._start_live()
             case RunEnd():
+                self._end_text_line()
                 self._stop_live()
                 self._tools.clear()
             case _:
@@ -258,11 +271,19 @@ class LiveView:
     def _update(self, event: MessageUpdate) -> None:
         ev = event.event
         kind = type(ev)
-        if kind is TextDeltaEvent or kind is ThinkingDeltaEvent or kind is ToolCallDeltaEvent:
+        if kind is TextDeltaEvent and self.text_out is not None:
+            delta: str = ev.delta  # type: ignore[union-attr]
+            if delta:
+                self.text_out.write(delta)
+                self.text_out.flush()
+                self._text_open = not delta.endswith("\n")
+                self._streamed = True
+        elif kind is TextDeltaEvent or kind is ThinkingDeltaEvent or kind is ToolCallDeltaEvent:
             block = self._blocks.get(ev.content_index)  # type: ignore[union-attr]
             if block is not None:
                 block.parts.append(ev.delta)  # type: ignore[union-attr]
         elif kind is TextStartEvent:
+            self._end_text_line()  # a second text block starts on its own line
             self._blocks[ev.content_index] = _Block("text")  # type: ignore[union-attr]
         elif kind is ThinkingStartEvent:
             self._blocks[ev.content_index] = _Block("thinking")  # type: ignore[union-attr]
@@ -271,7 +292,14 @@ class LiveView:
             name = opened.name if isinstance(opened, ToolCall) else "tool"
             self._blocks[ev.content_index] = _Block("toolCall", name)
 
+    def _end_text_line(self) -> None:
+        if self._text_open and self.text_out is not None:
+            self.text_out.write("\n")
+            self.text_out.flush()
+            self._text_open = False
+
     def _print_message(self, message: AssistantMessage) -> None:
+        self._end_text_line()
         usage = message.usage
         self.input_tokens += usage.input + usage.cache_read + usage.cache_write
         self.output_tokens += usage.output
@@ -279,13 +307,17 @@ class LiveView:
         for block in message.content:
             if isinstance(block, ThinkingContent) and self.show_thinking and block.thinking:
                 self.console.print(Text(block.thinking, style="dim italic"))
-            elif isinstance(block, TextContent) and block.text.strip():
+            elif isinstance(block, TextContent) and block.text.strip() and self.text_out is None:
                 self.console.print(Markdown(block.text))
         if message.stop_reason == "length":
             self.console.print(Text("(the model hit its output token limit)", style="yellow"))
         if message.stop_reason == "error":
             why = message.error_message or "unknown error"
             self.console.print(Text(f"✗ model error (attempt {self._attempt}): {why}", style="red"))
+            if self._streamed:  # written already: a pipe cannot take it back
+                self.console.print(
+                    Text("  (the failed attempt's text stays on stdout)", style="dim")
+                )
             wait = planned_retry_ms(message, self._attempt, self.retry, self.retry_after)
             if wait is not None and self.retry is not None:
                 self.console.print(
@@ -331,13 +363,21 @@ class LiveView:
             self.console.print(Text("Run it? [y/N] ", style="bold yellow"), end="")
             self.console.file.flush()
             stdin = self._stdin if self._stdin is not None else sys.stdin
+            asked = time.monotonic()
             answer = await anyio.to_thread.run_sync(_readline, stdin, abandon_on_cancel=True)
+            self._not_tool_time(command, time.monotonic() - asked)
             if answer is None:
                 self.console.print("(no answer: not run)")
             approved = answer is not None and answer.strip().lower() in ("y", "yes")
             if self._tools or self._streaming:
                 self._start_live()
             return approved
+
+    def _not_tool_time(self, command: str, waited: float) -> None:
+        """Leave the time the user took to answer out of the bash call's duration."""
+        for ident, (call, started, spinner) in self._tools.items():
+            if call.name == "bash" and call.arguments.get("command") == command:
+                self._tools[ident] = (call, started + waited, spinner)
 
 
 def _readline(stdin: IO[str] | None) -> str | None:

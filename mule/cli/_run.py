@@ -8,12 +8,14 @@ import time
 from collections.abc import Callable, Sequence
 from contextlib import AsyncExitStack
 from pathlib import Path
-from typing import final
+from typing import IO, final
 
 import anyio
 from attrs import frozen
 from returns.result import Failure, Result, Success
 from rich.console import Console
+from rich.control import Control
+from rich.segment import ControlType
 from rich.text import Text
 
 from mule.cli._codes import (
@@ -86,10 +88,20 @@ def default_system_prompt(root: Path, tools: Sequence[str]) -> str:
     return prompt
 
 
-def consoles(json_mode: bool) -> tuple[Console, Console]:
-    """Return (view, errors): the live view goes to stderr when stdout carries JSON lines."""
+def consoles(json_mode: bool) -> tuple[Console, Console, IO[str] | None]:
+    """Return (view, errors, text_out) for where stdout goes.
+
+    On a terminal the live view is stdout. When stdout carries JSON lines the view goes to
+    stderr; when it is a pipe or a file, stdout carries only the model's text, as it streams
+    (`text_out`), and the view goes to stderr. Off a terminal nothing is wrapped at 80 columns.
+    """
     err = Console(stderr=True, highlight=False)
-    return (err if json_mode else Console(highlight=False)), err
+    err.soft_wrap = not err.is_terminal
+    if json_mode:
+        return err, err, None
+    if not sys.stdout.isatty():
+        return err, err, sys.stdout
+    return Console(highlight=False), err, None
 
 
 def _user(prompt: str) -> UserMessage:
@@ -100,11 +112,13 @@ async def drive(
     inp: MuleRunInput,
     listener: MulePromiseListener,
     errors: Console,
+    view: LiveView | None = None,
 ) -> int:
     """Run to the end and return the exit code; the first Ctrl-C cancels the run honestly.
 
     Cancelling aborts the run's signal, so in-flight model and tool work stops and the run ends
-    with `run_end(cancelled)`; a second Ctrl-C cancels the task outright.
+    with `run_end(cancelled)`; a second Ctrl-C cancels the task outright. The notice gets a
+    line of its own: the live view is cleared first, and so is the terminal's `^C` echo.
     """
     controller = AbortController()
     code = EXIT_CANCELLED  # unless the run returns or raises below (a forced cancel does neither)
@@ -119,6 +133,12 @@ async def drive(
                         forced = True
                         tg.cancel_scope.cancel()
                         return
+                    if view is not None:
+                        view.close()
+                    if errors.is_terminal:
+                        errors.control(
+                            Control.move_to_column(0), Control((ControlType.ERASE_IN_LINE, 2))
+                        )
                     errors.print(Text("cancelling… (Ctrl-C again to force)", style="yellow"))
                     controller.abort(AbortError("cancelled by Ctrl-C"))
 
@@ -182,7 +202,7 @@ def _plan(
 
 async def run_command(opts: RunOptions) -> int:
     """`mule run`: resolve the model, build tools and input, run, and return the exit code."""
-    out, err = consoles(opts.json)
+    out, err, text_out = consoles(opts.json)
     registry = load_registry()
     if isinstance(registry, Failure):
         err.print(Text(registry.failure(), style="red"))
@@ -199,7 +219,7 @@ async def run_command(opts: RunOptions) -> int:
     root = opts.cwd
     ws = Workspace.at(root, confined=opts.confined)
     retry = opts.retry if opts.retry.enabled else None
-    view = LiveView(out, retry=retry, retry_after=retry_after_ms)
+    view = LiveView(out, retry=retry, retry_after=retry_after_ms, text_out=text_out)
     try:
         tools = coding_tools(
             ws,
@@ -281,7 +301,7 @@ async def run_command(opts: RunOptions) -> int:
             if tracing is not None:
                 listener = tracing(listener)
             try:
-                code = await drive(inp, listener, err)
+                code = await drive(inp, listener, err, view)
             finally:
                 view.close()
             if not opts.json:
@@ -300,14 +320,21 @@ async def run_command(opts: RunOptions) -> int:
             journal.close()
 
 
+def _rule(console: Console, title: Text) -> None:
+    if console.is_terminal:
+        console.rule(title)
+    else:  # a rule is padded to the width: a log gets the title alone
+        console.print(Text("── ").append(title).append(" ──"))
+
+
 async def demo_command(
     cwd: Path, *, json_mode: bool = False, delay_ms: float = 12.0, prompt: str = DEMO_PROMPT
 ) -> int:
     """`mule demo`: the scripted model with the real read/ls/grep tools on `cwd`."""
-    out, err = consoles(json_mode)
+    out, err, text_out = consoles(json_mode)
     root = cwd
     ws = Workspace.at(root)
-    view = LiveView(out, retry=None)
+    view = LiveView(out, retry=None, text_out=text_out)
     tools = coding_tools(ws, DEMO_TOOLS)
     inp = MuleRunInput(
         model=DEMO_MODEL,
@@ -318,14 +345,14 @@ async def demo_command(
     )
     json_out = JsonLines(sys.stdout) if json_mode else None
     if not json_mode:
-        out.rule(Text(f"{DEMO_LABEL} · real tools on {root}", style="bold magenta"))
+        _rule(out, Text(f"{DEMO_LABEL} · real tools on {root}", style="bold magenta"))
         out.print(Text(f"> {prompt}", style="bold"))
     try:
-        code = await drive(inp, _listener(view, json_out), err)
+        code = await drive(inp, _listener(view, json_out), err, view)
     finally:
         view.close()
     if not json_mode:
-        out.rule(Text(DEMO_LABEL, style="magenta"))
+        _rule(out, Text(DEMO_LABEL, style="magenta"))
     return code
 
 
