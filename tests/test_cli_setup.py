@@ -135,19 +135,35 @@ def test_version(project: Path, env: dict[str, str]) -> None:
 @pytest.mark.parametrize(
     ("blocked", "argv", "line"),
     [
-        ("starlette", ["serve"], "mule serve needs starlette: pip install 'mule[server]'"),
+        (
+            "starlette",
+            ["serve"],
+            "mule serve needs the 'server' extra: pip install 'mule[server]' (missing: starlette)",
+        ),
         (
             "uvicorn",
             ["serve", "--port", "0", "--model", "a/b"],
-            "mule serve needs uvicorn: pip install 'mule[server]'",
+            "mule serve needs the 'server' extra: pip install 'mule[server]' (missing: uvicorn)",
         ),
-        ("rich", ["run", "hi", "-m", "a/b"], "mule run needs rich: pip install 'mule[cli]'"),
-        ("rich", ["demo"], "mule demo needs rich: pip install 'mule[cli]'"),
-        ("rich", ["models"], "mule models needs rich: pip install 'mule[cli]'"),
+        (
+            "rich",
+            ["run", "hi", "-m", "a/b"],
+            "mule run needs the 'cli' extra: pip install 'mule[cli]' (missing: rich)",
+        ),
+        (
+            "rich",
+            ["demo"],
+            "mule demo needs the 'cli' extra: pip install 'mule[cli]' (missing: rich)",
+        ),
+        (
+            "rich",
+            ["models"],
+            "mule models needs the 'cli' extra: pip install 'mule[cli]' (missing: rich)",
+        ),
         (
             "rich",
             ["journal", "list", "--journal", "x.db"],
-            "mule journal needs rich: pip install 'mule[cli]'",
+            "mule journal needs the 'cli' extra: pip install 'mule[cli]' (missing: rich)",
         ),
     ],
 )

@@ -12,6 +12,7 @@ import urllib.parse
 from collections.abc import Sequence
 from pathlib import Path
 
+from mule import __version__
 from mule.cli._codes import (
     DEFAULT_IDLE_TIMEOUT_S,
     DEFAULT_TOOLS,
@@ -19,8 +20,7 @@ from mule.cli._codes import (
     EXIT_USAGE,
     THINKING_LEVELS,
 )
-from mule.cli._extras import missing_extra
-from mule.pi import PI_CODING_AGENT_RETRY_DEFAULTS, RetryPolicy
+from mule.pi import PI_CODING_AGENT_RETRY_DEFAULTS, MissingExtraError, RetryPolicy, needs_extra
 from mule.pi.providers import registered_apis
 
 _EPILOG = """\
@@ -59,15 +59,6 @@ def _seconds(value: str) -> float:
     return seconds
 
 
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("mule")
-    except PackageNotFoundError:  # run from a source tree that was never installed
-        return "unknown"
-
-
 def build_parser() -> argparse.ArgumentParser:
     """Return the argument parser of the `mule` command."""
     parser = argparse.ArgumentParser(
@@ -76,7 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--version", action="version", version=f"mule {_version()}")
+    parser.add_argument("--version", action="version", version=f"mule {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     run = commands.add_parser(
@@ -278,12 +269,10 @@ def _dispatch(args: argparse.Namespace) -> int:
             raise AssertionError(f"unhandled command {args.command!r}")
 
 
-def _no_extra(exc: ImportError, what: str) -> int:
-    """Print the install line for a missing optional dependency (re-raise anything else)."""
-    advice = missing_extra(exc, what)
-    if advice is None:
-        raise exc
-    print(f"mule: {advice}", file=sys.stderr)
+def _no_extra(exc: MissingExtraError, command: str) -> int:
+    """Print the install line of a missing optional extra: a usage error, not a traceback."""
+    again = MissingExtraError(exc.extra, exc.missing, f"mule {command}")  # the command's name
+    print(f"mule: {again}", file=sys.stderr)
     return EXIT_USAGE
 
 
@@ -295,17 +284,18 @@ def main(argv: Sequence[str] | None = None) -> int:
             from mule.serve import main as serve_main
 
             return serve_main(given[1:])
-        except ImportError as exc:  # starlette at import, uvicorn when it starts serving
-            return _no_extra(exc, "mule serve")
+        except MissingExtraError as exc:
+            return _no_extra(exc, "serve")
     parser = build_parser()
     args = parser.parse_args(given)
     try:
-        return _dispatch(args)
+        with needs_extra("cli", f"mule {args.command}"):  # rich, and httpx for the providers
+            return _dispatch(args)
     except KeyboardInterrupt:  # Ctrl-C before the run installed its own handler
         print("cancelled", file=sys.stderr)
         return EXIT_CANCELLED
-    except ImportError as exc:  # an optional dependency of this subcommand is missing
-        return _no_extra(exc, f"mule {args.command}")
+    except MissingExtraError as exc:  # mcp, otel-export, ... raise their own
+        return _no_extra(exc, args.command)
 
 
 __all__ = ["build_parser", "main"]
