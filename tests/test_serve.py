@@ -378,7 +378,7 @@ def test_ws_accepts_query_or_first_message_token(server: ServerThread) -> None:
     with server.ws(query_token=TOKEN) as ws:
         assert recv(ws)["type"] == "ready"
         ws.send("not json")
-        assert recv(ws) == {"type": "error", "error": "invalid JSON"}
+        assert recv(ws)["error"].startswith("invalid JSON")
         ws.send(json.dumps({"type": "subscribe", "job": "job-missing"}))
         err = recv(ws)
         assert (err["type"], err["request"]) == ("error", "subscribe")

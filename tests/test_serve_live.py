@@ -281,3 +281,37 @@ async def until_running(job: ServerJob) -> None:
         while (f := await q.next()) is not None and f.kind != "job_status":
             pass
     job.detach(q)
+
+
+def test_another_clients_dialog_cannot_be_seen_or_answered(
+    fake: FakeOpenAI, dirs: dict[str, str]
+) -> None:
+    """Issue 17 defect 5: B neither lists nor answers A's open dialog; unsubscribed A cannot."""
+    fake.push(chat_stream(calls=[tool_call("c1", "ask_user", {"question": "ok?"})]))
+    fake.push(chat_text("asked"))
+    with running(server_config(dirs)) as srv, srv.http() as h:
+        (a_id, a_token), (_, b_token) = (
+            tuple(h.post("/clients").json().values()) for _ in range(2)
+        )
+        with srv.http(a_token) as a, srv.http(b_token) as b:
+            job = a.post("/jobs", json={"prompt": "ask me"}).json()["id"]
+            with srv.ws(query_token=a_token) as aws, srv.ws(query_token=b_token) as bws:
+                recv_until(aws, lambda f: f["type"] == "ready")
+                recv_until(bws, lambda f: f["type"] == "ready")
+                subscribe(aws, job)
+                confirm = recv_until(aws, event_is("extension_ui_request"))[-1]["event"]
+                assert b.get("/jobs").json()["jobs"] == []
+                answer = {"type": "ui_response", "job": job, "id": confirm["id"]}
+                bws.send(json.dumps({**answer, "confirmed": True}))
+                assert "no job" in recv_until(bws, lambda f: f["type"] == "error")[-1]["error"]
+                assert a.get(f"/jobs/{job}").json()["pendingUi"] == [confirm["id"]]
+                aws.send(json.dumps({"type": "unsubscribe", "job": job}))
+                aws.send(json.dumps({**answer, "confirmed": True}))
+                err = recv_until(aws, lambda f: f["type"] == "error")[-1]["error"]
+                assert "subscribe to" in err
+                subscribe(aws, job)
+                aws.send(json.dumps({**answer, "confirmed": True}))
+                recv_until(aws, lambda f: f["type"] == "ui_resolved")
+                assert b.post(f"/jobs/{job}/cancel").status_code == 404
+                assert a.post(f"/jobs/{job}/cancel").status_code == 200
+        assert a_id.startswith("client-")

@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import contextlib
-import ipaddress
 import logging
 import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
-from typing import Final, final
+from typing import Any, Final, final
 
 from attrs import field, frozen
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import Mount, Route, WebSocketRoute
@@ -20,9 +20,19 @@ from starlette.websockets import WebSocket
 
 from mule.pi import needs_extra
 from mule.pirc import BridgeConfig
+from mule.serve._auth import (
+    MAX_BODY_BYTES,
+    OWNER,
+    BodyTooLarge,
+    ClientJsonError,
+    Principals,
+    ScrubQueryToken,
+    client_json,
+    is_loopback,
+)
+from mule.serve._connection import websocket_endpoint
 from mule.serve._env import TOKEN_ENV
 from mule.serve._jobs import JobManager, JobRequestError, ServerJob, TooManyJobs
-from mule.serve._ws import token_ok, websocket_endpoint
 
 log = logging.getLogger("mule.serve")
 
@@ -32,16 +42,6 @@ _CSP: Final = (
     "default-src 'self'; connect-src 'self'; style-src 'self' 'unsafe-inline'; "
     "frame-ancestors 'none'"
 )
-
-
-def is_loopback(host: str) -> bool:
-    """Whether `host` names only this machine (`localhost`, 127.0.0.0/8, ::1)."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 def _check_host(instance: ServerConfig, attribute: object, host: str) -> None:
@@ -69,6 +69,7 @@ class ServerConfig:
 
     `client_queue` / `client_queue_bytes` bound each WebSocket client's unsent frames (see
     `mule.serve._ws`); `bridge_buffer` is the job's own subscription to its bridge.
+    `/ws` accepts browsers from the page's own loopback origin, plus `allowed_origins`.
     Each job's pi gets a minimal environment (`mule.serve._env`): `env_allow` names the
     variables of ours it may see besides the base set and its provider's key.
     """
@@ -87,6 +88,7 @@ class ServerConfig:
     close_timeout: float = 10.0
     cancel_wait: float = 15.0
     env_allow: tuple[str, ...] = field(default=(), validator=_check_allow)
+    allowed_origins: tuple[str, ...] = ()
 
 
 def _unauthorized() -> Response:
@@ -95,75 +97,119 @@ def _unauthorized() -> Response:
     )
 
 
-def _bearer_ok(request: Request, token: str) -> bool:
+def _bearer(request: Request) -> str:
     scheme, _, given = request.headers.get("authorization", "").partition(" ")
-    return scheme.lower() == "bearer" and token_ok(given.strip(), token)
+    return given.strip() if scheme.lower() == "bearer" else ""
 
 
-Handler = Callable[[Request], Awaitable[Response]]
+def _error(message: str, status: int) -> Response:
+    return JSONResponse({"error": message}, status_code=status)
+
+
+async def _body(request: Request) -> Any:
+    """Read a bounded JSON body; raise `ClientJsonError` (`BodyTooLarge` past the limit)."""
+    length = request.headers.get("content-length", "")
+    if length.isdigit() and int(length) > MAX_BODY_BYTES:
+        raise BodyTooLarge(f"body larger than {MAX_BODY_BYTES} bytes")
+    data = bytearray()
+    async for chunk in request.stream():
+        data += chunk
+        if len(data) > MAX_BODY_BYTES:
+            raise BodyTooLarge(f"body larger than {MAX_BODY_BYTES} bytes")
+    return client_json(bytes(data))
+
+
+Handler = Callable[[Request, str], Awaitable[Response]]
 
 
 def create_app(config: ServerConfig) -> Starlette:
     """Return the server's Starlette app; its lifespan owns the jobs (all reaped at shutdown)."""
     manager = JobManager(config)
+    principals = Principals(config.token)
 
-    def authed(handler: Handler) -> Handler:
+    def authed(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
         async def wrapped(request: Request) -> Response:
-            if not _bearer_ok(request, config.token):
+            who = principals.who(_bearer(request))
+            if who is None:
                 return _unauthorized()
-            return await handler(request)
+            try:
+                return await handler(request, who)
+            except BodyTooLarge as exc:
+                return _error(str(exc), 413)
+            except ClientJsonError as exc:
+                return _error(str(exc), 400)
 
         return wrapped
 
-    def find(request: Request) -> ServerJob | None:
-        return manager.get(str(request.path_params["job_id"]))
+    def find(request: Request, who: str) -> ServerJob | None:
+        return manager.get(str(request.path_params["job_id"]), who)
 
-    async def list_jobs(request: Request) -> Response:
-        return JSONResponse({"jobs": [j.summary() for j in manager.jobs()]})
+    async def list_jobs(request: Request, who: str) -> Response:
+        return JSONResponse({"jobs": [j.summary() for j in manager.jobs(who)]})
 
-    async def start_job(request: Request) -> Response:
-        try:
-            body = await request.json()
-        except ValueError:
-            return JSONResponse({"error": "the body must be JSON"}, status_code=400)
+    async def start_job(request: Request, who: str) -> Response:
+        body = await _body(request)
         if not isinstance(body, dict) or not isinstance(body.get("prompt"), str):
-            return JSONResponse({"error": 'expected {"prompt": "...", "config": {}}'}, 400)
+            return _error('expected {"prompt": "...", "config": {}}', 400)
         overrides = body.get("config") or {}
         if not isinstance(overrides, dict):
-            return JSONResponse({"error": "config must be an object"}, status_code=400)
+            return _error("config must be an object", 400)
         try:
-            job = manager.start(body["prompt"], overrides)
+            job = manager.start(body["prompt"], overrides, owner=who)
         except TooManyJobs as exc:
-            return JSONResponse({"error": str(exc)}, status_code=429)
+            return _error(str(exc), 429)
         except JobRequestError as exc:
-            return JSONResponse({"error": str(exc)}, status_code=400)
+            return _error(str(exc), 400)
         return JSONResponse(job.to_json(), status_code=201)
 
-    async def get_job(request: Request) -> Response:
-        job = find(request)
+    async def get_job(request: Request, who: str) -> Response:
+        job = find(request, who)
         if job is None:
-            return JSONResponse({"error": "no such job"}, status_code=404)
+            return _error("no such job", 404)
         return JSONResponse(job.to_json())
 
-    async def cancel_job(request: Request) -> Response:
-        job = find(request)
+    async def cancel_job(request: Request, who: str) -> Response:
+        job = find(request, who)
         if job is None:
-            return JSONResponse({"error": "no such job"}, status_code=404)
+            return _error("no such job", 404)
         await manager.cancel(job, wait=config.cancel_wait)
         return JSONResponse(job.to_json(), status_code=200 if job.finished else 202)
 
-    async def delete_job(request: Request) -> Response:
-        job = find(request)
+    async def delete_job(request: Request, who: str) -> Response:
+        job = find(request, who)
         if job is None:
-            return JSONResponse({"error": "no such job"}, status_code=404)
+            return _error("no such job", 404)
         removed = await manager.remove(job, wait=config.cancel_wait)
         return JSONResponse(job.to_json(), status_code=200 if removed else 202)
+
+    async def grant_job(request: Request, who: str) -> Response:
+        job = find(request, who)
+        if job is None:
+            return _error("no such job", 404)
+        if job.owner != who:
+            return _error("only the job's creator can grant it", 403)
+        body = await _body(request)
+        client = body.get("client") if isinstance(body, dict) else None
+        if not isinstance(client, str) or not principals.known(client):
+            return _error('expected {"client": CLIENT_ID} naming a known client', 400)
+        job.granted.add(client)
+        manager.jobs_changed()
+        return JSONResponse({"job": job.id, "granted": sorted(job.granted)})
+
+    async def new_client(request: Request, who: str) -> Response:
+        if who != OWNER:
+            return _error("only the server token can create clients", 403)
+        try:
+            client, token = principals.mint()
+        except OverflowError as exc:
+            return _error(str(exc), 429)
+        return JSONResponse({"client": client, "token": token}, status_code=201)
 
     async def index(request: Request) -> Response:
         return FileResponse(STATIC / "index.html", headers={"Content-Security-Policy": _CSP})
 
     async def ws(websocket: WebSocket) -> None:
-        await websocket_endpoint(websocket, manager, config)
+        await websocket_endpoint(websocket, manager, config, principals)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -179,9 +225,12 @@ def create_app(config: ServerConfig) -> Starlette:
             Route("/jobs/{job_id}", authed(get_job), methods=["GET"]),
             Route("/jobs/{job_id}", authed(delete_job), methods=["DELETE"]),
             Route("/jobs/{job_id}/cancel", authed(cancel_job), methods=["POST"]),
+            Route("/jobs/{job_id}/grant", authed(grant_job), methods=["POST"]),
+            Route("/clients", authed(new_client), methods=["POST"]),
             WebSocketRoute("/ws", ws),
         ],
         lifespan=lifespan,
+        middleware=[Middleware(ScrubQueryToken)],
     )
     app.state.manager = manager
     app.state.config = config

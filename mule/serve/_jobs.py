@@ -8,7 +8,7 @@ import logging
 import os
 import secrets
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final, Literal, TypeAlias, final
 
 import anyio
@@ -26,6 +26,7 @@ from mule.pirc import (
     JobResult,
     Subscription,
 )
+from mule.serve._auth import OWNER
 from mule.serve._env import child_environment
 from mule.serve._wire import (
     FORWARDED_TYPES,
@@ -91,10 +92,12 @@ def job_config(base: BridgeConfig, overrides: Mapping[str, Any]) -> BridgeConfig
 class ServerJob:
     """One prompt on its own pi: status, result, the lifecycle history and subscribed clients."""
 
-    def __init__(self, job_id: str, prompt: str, config: BridgeConfig) -> None:
+    def __init__(self, job_id: str, prompt: str, config: BridgeConfig, owner: str = OWNER) -> None:
         self.id = job_id
         self.prompt = prompt
         self.config = config
+        self.owner = owner
+        self.granted: set[str] = set()  # other principals that may watch, answer and cancel
         self.status: JobStatus = "starting"
         self.created = time.time()
         self.ended: float | None = None
@@ -116,6 +119,10 @@ class ServerJob:
         self._seq = itertools.count(1)
         self._resync = False
 
+    def visible_to(self, who: str | None) -> bool:
+        """Whether principal `who` may see and act on this job (None: the server itself)."""
+        return who is None or who == self.owner or who in self.granted
+
     @property
     def finished(self) -> bool:
         """Whether the job ended (its pi has been reaped)."""
@@ -132,6 +139,7 @@ class ServerJob:
             "id": self.id,
             "status": self.status,
             "prompt": self.prompt,
+            "owner": self.owner,
             "provider": self.config.provider,
             "model": self.config.model,
             "created": self.created,
@@ -220,6 +228,20 @@ class JobManager:
         self.config = config
         self._jobs: dict[str, ServerJob] = {}
         self._tg: TaskGroup | None = None
+        self._watchers: set[Callable[[], None]] = set()
+
+    def watch(self, callback: Callable[[], None]) -> None:
+        """Call `callback` (synchronously) whenever a job starts, changes status or goes."""
+        self._watchers.add(callback)
+
+    def unwatch(self, callback: Callable[[], None]) -> None:
+        """Stop calling `callback`."""
+        self._watchers.discard(callback)
+
+    def jobs_changed(self) -> None:
+        """Tell the watchers that the job list changed."""
+        for callback in list(self._watchers):
+            callback()
 
     async def __aenter__(self) -> JobManager:
         self._tg = anyio.create_task_group()
@@ -239,20 +261,23 @@ class JobManager:
             if tg is not None:
                 await tg.__aexit__(None, None, None)
 
-    def get(self, job_id: str) -> ServerJob | None:
-        """Return a job by id."""
-        return self._jobs.get(job_id)
+    def get(self, job_id: str, who: str | None = None) -> ServerJob | None:
+        """Return a job by id, if principal `who` may see it (None: any job)."""
+        job = self._jobs.get(job_id)
+        return job if job is not None and job.visible_to(who) else None
 
-    def jobs(self) -> list[ServerJob]:
-        """Return all known jobs, oldest first."""
-        return list(self._jobs.values())
+    def jobs(self, who: str | None = None) -> list[ServerJob]:
+        """Return the jobs principal `who` may see (None: all), oldest first."""
+        return [j for j in self._jobs.values() if j.visible_to(who)]
 
     def running(self) -> int:
         """How many jobs have not ended."""
         return sum(not j.finished for j in self._jobs.values())
 
-    def start(self, prompt: str, overrides: Mapping[str, Any] | None = None) -> ServerJob:
-        """Start a job on a new pi process; raise `JobRequestError` for a bad request."""
+    def start(
+        self, prompt: str, overrides: Mapping[str, Any] | None = None, owner: str = OWNER
+    ) -> ServerJob:
+        """Start a job for `owner` on a new pi process; raise `JobRequestError` if bad."""
         if self._tg is None:
             raise RuntimeError("the job manager is not running")
         if not prompt.strip():
@@ -268,10 +293,11 @@ class JobManager:
         cfg = attrs.evolve(cfg, env=env, inherit_env=False)
         if self.running() >= self.config.max_jobs:
             raise TooManyJobs(f"too many running jobs (max {self.config.max_jobs})")
-        job = ServerJob(_new_id(), prompt, cfg)
+        job = ServerJob(_new_id(), prompt, cfg, owner)
         self._jobs[job.id] = job
         self._forget_old()
         self._tg.start_soon(self._run, job)
+        self.jobs_changed()
         return job
 
     def _forget_old(self) -> None:
@@ -294,6 +320,7 @@ class JobManager:
         if not job.finished:
             return False
         self._jobs.pop(job.id, None)
+        self.jobs_changed()
         return True
 
     async def answer_ui(
@@ -347,6 +374,7 @@ class JobManager:
                         tg.start_soon(self._pump, job, sub)
                         job.status = "running"
                         job.publish_control("job_status", status="running", pid=job.pid)
+                        self.jobs_changed()
                         with job.scope:
                             pi_job = await bridge.prompt(job.prompt)
                             job.result = await pi_job.wait()
@@ -366,6 +394,7 @@ class JobManager:
             result = result_to_wire(job.result) if job.result is not None else None
             job.publish_control("job_end", status=job.status, error=job.error, result=result)
             job.done.set()
+            self.jobs_changed()
 
     async def _pump(self, job: ServerJob, sub: Subscription) -> None:
         """Move the job's bridge events to its clients; never waits on a client."""

@@ -1,4 +1,4 @@
-"""The `/ws` endpoint: authentication, subscriptions, UI answers and each client's bounded queue.
+"""Each `/ws` client's bounded queue of outgoing frames (the endpoint is `_connection`).
 
 A job's events reach a client through a `ClientQueue` that the job fills synchronously (it
 never waits for a client) and one sender task drains into the socket. The queue's policy when
@@ -18,25 +18,18 @@ a client is slow:
 
 from __future__ import annotations
 
-import contextlib
-import hmac
-import json
 import logging
 from collections import deque
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any, Final, final
+from typing import TYPE_CHECKING, Final, final
 
 import anyio
 from attrs import define
-from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 
-from mule.pi import stringify
-from mule.pirc import BridgeError
 from mule.serve._wire import Frame
 
 if TYPE_CHECKING:
-    from mule.serve._app import ServerConfig
-    from mule.serve._jobs import JobManager, ServerJob
+    pass
 
 log = logging.getLogger("mule.serve")
 
@@ -214,160 +207,4 @@ class ClientQueue:
             await self._wake.wait()
 
 
-def _reply(kind: str, **fields: Any) -> Frame:
-    return Frame("", -1, kind, stringify({"type": kind, **fields}))
-
-
-@final
-class _Connection:
-    """One authenticated socket: its queue, its subscriptions and its sender task."""
-
-    def __init__(self, ws: WebSocket, manager: JobManager, config: ServerConfig) -> None:
-        self.ws = ws
-        self.manager = manager
-        self.config = config
-        self.queue = ClientQueue(config.client_queue, config.client_queue_bytes, self._overflowed)
-        self.jobs: dict[str, ServerJob] = {}
-        self._send_scope = anyio.CancelScope()
-
-    def _overflowed(self, reason: str) -> None:
-        log.warning("disconnecting a WebSocket client: %s", reason)
-        for job in self.jobs.values():
-            job.detach(self.queue)
-            job.slow_disconnects += 1
-        self.jobs.clear()
-        self._send_scope.cancel()  # the sender may be stuck in a send to a client that never reads
-
-    async def run(self) -> None:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(self._send_loop, tg.cancel_scope)
-            try:
-                await self._receive_loop()
-            finally:
-                for job in self.jobs.values():
-                    job.detach(self.queue)
-                self.jobs.clear()
-                if self.queue.overflow is None:
-                    tg.cancel_scope.cancel()
-
-    async def _send_loop(self, connection: anyio.CancelScope) -> None:
-        with self._send_scope:
-            try:
-                while (frame := await self.queue.next()) is not None:
-                    await self.ws.send_text(frame.text)
-                    self.queue.stats.sent += 1
-            except (WebSocketDisconnect, OSError, RuntimeError):
-                connection.cancel()  # the client is gone
-                return
-        reason = self.queue.overflow
-        if reason is not None:
-            # The close frame waits behind what the client has not read yet; give it time.
-            with anyio.move_on_after(self.config.close_timeout), contextlib.suppress(Exception):
-                await self.ws.close(CLOSE_TOO_SLOW, reason[:120])
-        connection.cancel()
-
-    async def _receive_loop(self) -> None:
-        while True:
-            try:
-                text = await self.ws.receive_text()
-            except (WebSocketDisconnect, RuntimeError, KeyError):
-                return  # KeyError: a binary frame (starlette reads message["text"])
-            try:
-                msg = json.loads(text)
-            except ValueError:
-                self.queue.push_front([_reply("error", error="invalid JSON")])
-                continue
-            if not isinstance(msg, dict):
-                self.queue.push_front([_reply("error", error="expected a JSON object")])
-                continue
-            await self._handle(msg)
-
-    async def _handle(self, msg: dict[str, Any]) -> None:
-        kind = msg.get("type")
-        job_id = msg.get("job")
-        job = self.manager.get(job_id) if isinstance(job_id, str) else None
-        if kind == "ping":
-            self.queue.push_front([_reply("pong")])
-            return
-        if kind not in ("subscribe", "unsubscribe", "ui_response"):
-            self.queue.push_front([_reply("error", error=f"unknown message type {kind!r}")])
-            return
-        if job is None:
-            self.queue.push_front([_reply("error", request=kind, error=f"no job {job_id!r}")])
-            return
-        if kind == "subscribe":
-            # Subscribing again restarts the stream with a fresh replay (a client resync).
-            job.detach(self.queue)
-            self.queue.discard_job(job.id)
-            self.jobs[job.id] = job
-            frames = job.attach(self.queue, replay=msg.get("replay", True) is not False)
-            ack = _reply("subscribed", job=job.id, status=job.status, replayed=len(frames))
-            self.queue.push_front([ack, *frames])
-            return
-        if kind == "unsubscribe":
-            if self.jobs.pop(job.id, None) is not None:
-                job.detach(self.queue)
-                self.queue.discard_job(job.id)
-            self.queue.push_front([_reply("unsubscribed", job=job.id)])
-            return
-        request_id = msg.get("id")
-        try:
-            if not isinstance(request_id, str):
-                raise ValueError("ui_response needs a string id")
-            await self.manager.answer_ui(
-                job,
-                request_id,
-                value=msg.get("value"),
-                confirmed=msg.get("confirmed"),
-                cancelled=msg.get("cancelled") is True,
-            )
-        except (ValueError, BridgeError) as exc:
-            self.queue.push_front(
-                [_reply("error", request=kind, job=job.id, id=request_id, error=str(exc))]
-            )
-
-
-def token_ok(given: object, expected: str) -> bool:
-    """Compare tokens in constant time."""
-    return isinstance(given, str) and hmac.compare_digest(given.encode(), expected.encode())
-
-
-async def _authenticate(ws: WebSocket, config: ServerConfig) -> bool:
-    """Accept a `token` query parameter or, failing that, a first `{"type":"auth"}` message."""
-    query = ws.query_params.get("token")
-    if query is not None:
-        return token_ok(query, config.token)
-    with anyio.move_on_after(config.auth_timeout):
-        try:
-            msg = json.loads(await ws.receive_text())
-        except (ValueError, WebSocketDisconnect, RuntimeError, KeyError):
-            return False
-        return (
-            isinstance(msg, dict)
-            and msg.get("type") == "auth"
-            and token_ok(msg.get("token"), config.token)
-        )
-    return False
-
-
-async def websocket_endpoint(ws: WebSocket, manager: JobManager, config: ServerConfig) -> None:
-    """Serve one `/ws` client until it leaves, is too slow, or the server stops."""
-    await ws.accept()
-    if not await _authenticate(ws, config):
-        if ws.client_state == WebSocketState.CONNECTED:
-            with contextlib.suppress(Exception):
-                await ws.close(CLOSE_UNAUTHORIZED, "unauthorized")
-        return
-    conn = _Connection(ws, manager, config)
-    conn.queue.push_front([_reply("ready")])
-    await conn.run()
-
-
-__all__ = [
-    "CLOSE_TOO_SLOW",
-    "CLOSE_UNAUTHORIZED",
-    "ClientQueue",
-    "ClientStats",
-    "token_ok",
-    "websocket_endpoint",
-]
+__all__ = ["CLOSE_TOO_SLOW", "CLOSE_UNAUTHORIZED", "ClientQueue", "ClientStats"]

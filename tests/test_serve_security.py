@@ -1,0 +1,210 @@
+"""mule.serve's edges against a real uvicorn (issue 17): authorisation, JSON, Origin, logs.
+
+Per-job authorisation, hostile JSON, the Origin check, and the token kept out of the access log.
+
+Jobs here fail at once (no pi executable): enough to own, list, grant and cancel them. The
+dialog case, which needs a live pi, is in test_serve_live.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import stat
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from websockets.exceptions import InvalidStatus
+from websockets.sync.client import connect
+
+from mule.pirc import BridgeConfig
+from mule.serve import CLOSE_UNAUTHORIZED, ServerConfig
+from tests.serve.fixtures import (
+    TOKEN,
+    ServerThread,
+    authed_ws,
+    drain_until_closed,
+    is_job_end,
+    recv,
+    recv_until,
+    running,
+)
+
+
+def config(**kw: Any) -> ServerConfig:
+    bridge = BridgeConfig(provider="local", model="m", executable="/nonexistent/pi")
+    return ServerConfig(bridge=bridge, token=TOKEN, auth_timeout=2, **kw)
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[ServerThread]:
+    with running(config(allowed_origins=("https://ops.example",))) as srv:
+        yield srv
+
+
+def mint(server: ServerThread) -> tuple[str, str]:
+    with server.http() as h:
+        r = h.post("/clients")
+        assert r.status_code == 201, r.text
+        return r.json()["client"], r.json()["token"]
+
+
+# -- per-job authorisation (defect 5) ------------------------------------------------------------
+
+
+def test_a_client_sees_and_cancels_only_its_own_or_granted_jobs(server: ServerThread) -> None:
+    """B cannot list, read, cancel, delete or subscribe to A's job until A grants it."""
+    a_id, a_token = mint(server)
+    b_id, b_token = mint(server)
+    with server.http(a_token) as a, server.http(b_token) as b:
+        job = a.post("/jobs", json={"prompt": "mine"}).json()
+        assert job["owner"] == a_id
+        own = b.post("/jobs", json={"prompt": "b's"}).json()["id"]
+        assert [j["id"] for j in b.get("/jobs").json()["jobs"]] == [own]
+        assert job["id"] not in [j["id"] for j in b.get("/jobs").json()["jobs"]]
+        for method, path in (
+            ("GET", f"/jobs/{job['id']}"),
+            ("POST", f"/jobs/{job['id']}/cancel"),
+            ("DELETE", f"/jobs/{job['id']}"),
+            ("POST", f"/jobs/{job['id']}/grant"),
+        ):
+            r = b.request(method, path, json={"client": b_id})
+            assert (r.status_code, r.json()["error"]) == (404, "no such job"), (method, path)
+        with authed_ws(server) as owner_ws:  # the server token is a principal of its own too
+            owner_ws.send(json.dumps({"type": "subscribe", "job": job["id"]}))
+            assert recv(owner_ws)["type"] == "error"
+        with server.ws(query_token=b_token) as bws:
+            assert recv(bws) == {"type": "ready", "client": b_id}
+            bws.send(json.dumps({"type": "subscribe", "job": job["id"]}))
+            assert recv(bws)["error"] == f"no job {job['id']!r}"
+            bws.send(json.dumps({"type": "ui_response", "job": job["id"], "id": "u1"}))
+            assert recv(bws)["request"] == "ui_response"
+
+            r = a.post(f"/jobs/{job['id']}/grant", json={"client": "client-nobody"})
+            assert r.status_code == 400
+            r = a.post(f"/jobs/{job['id']}/grant", json={"client": b_id})
+            assert r.json() == {"job": job["id"], "granted": [b_id]}
+            assert b.get(f"/jobs/{job['id']}").status_code == 200
+            assert job["id"] in [j["id"] for j in b.get("/jobs").json()["jobs"]]
+            r = b.post(f"/jobs/{job['id']}/grant", json={"client": b_id})
+            assert r.status_code == 403  # granted, but not the creator: cannot re-grant
+            bws.send(json.dumps({"type": "subscribe", "job": job["id"]}))
+            assert recv(bws)["type"] == "subscribed"
+            recv_until(bws, is_job_end)
+        assert b.post(f"/jobs/{job['id']}/cancel").status_code == 200
+
+
+def test_only_the_server_token_mints_clients(server: ServerThread) -> None:
+    """A minted client cannot mint more; a made-up token is 401."""
+    _, token = mint(server)
+    with server.http(token) as c:
+        assert c.post("/clients").status_code == 403
+    with server.http("client-token-i-made-up-000") as c:
+        assert c.post("/clients").status_code == 401
+
+
+# -- hostile JSON (defect 9) ---------------------------------------------------------------------
+
+
+def test_deep_huge_and_odd_http_bodies_are_typed_4xx(server: ServerThread) -> None:
+    """Deeply nested, oversized, enormous-integer and non-UTF-8 bodies: 400 or 413, never 500."""
+    deep_config = '{"prompt": "x", "config": {"tools": ' + "[" * 40 + "]" * 40 + "}}"
+    cases = [
+        ("[" * 100_000, 400, "nested deeper than 32"),
+        ("[" * 100_000 + "]" * 100_000, 400, "nested deeper than 32"),
+        (deep_config, 400, "nested deeper than 32"),
+        ('{"prompt": ' + "9" * 5000 + "}", 400, "invalid JSON"),
+        (b"\xff\xfe{", 400, "invalid JSON"),
+        ('{"prompt": "' + "x" * (2 << 20) + '"}', 413, "larger than"),
+    ]
+    with server.http() as h:
+        for body, status, error in cases:
+            r = h.post("/jobs", content=body)
+            assert r.status_code == status, (str(body)[:40], r.text[:200])
+            assert error in r.json()["error"]
+
+
+def test_deep_or_binary_frames_get_an_error_frame_and_the_socket_lives(
+    server: ServerThread,
+) -> None:
+    """A hostile frame is answered with a reason; the same socket still answers a ping."""
+    with authed_ws(server) as ws:
+        ws.send("[" * 100_000)
+        assert "nested deeper than 32" in recv(ws)["error"]
+        ws.send(json.dumps({"type": "ui_response", "job": "j", "value": [[[[[[[[[[]]]]]]]]]]}))
+        assert recv(ws)["type"] == "error"
+        ws.send('{"type": "subscribe", "job": ' + "[" * 50 + "]" * 50 + "}")
+        assert "nested deeper" in recv(ws)["error"]
+        ws.send(b"\x00\x01binary")
+        assert "binary frames" in recv(ws)["error"]
+        ws.send(json.dumps({"type": "ping"}))
+        assert recv(ws) == {"type": "pong"}
+    with server.ws() as ws:  # a deep first (auth) message: a clean 4401, no traceback
+        ws.send("{" * 100_000)
+        _, closed = drain_until_closed(ws, timeout=10)
+        assert closed.rcvd is not None
+        assert closed.rcvd.code == CLOSE_UNAUTHORIZED
+
+
+# -- the Origin check ----------------------------------------------------------------------------
+
+
+def test_ws_refuses_foreign_origins(server: ServerThread) -> None:
+    """Another site's page (or a DNS-rebound name) is refused at the handshake with 403."""
+    for origin in ("http://evil.example", "null", f"http://localhost:{server.port + 1}"):
+        with pytest.raises(InvalidStatus) as refused:
+            connect(server.ws_url, origin=origin, open_timeout=10)  # type: ignore[arg-type]
+        assert refused.value.response.status_code == 403
+    sock = socket.create_connection(("127.0.0.1", server.port))
+    rebound = f"ws://attacker.example:{server.port}/ws"  # Host and Origin agree, not loopback
+    with pytest.raises(InvalidStatus):
+        connect(rebound, sock=sock, origin=f"http://attacker.example:{server.port}")  # type: ignore[arg-type]
+    for origin in (f"http://127.0.0.1:{server.port}", "https://ops.example", None):
+        with connect(server.ws_url, origin=origin, open_timeout=10) as ws:  # type: ignore[arg-type]
+            ws.send(json.dumps({"type": "auth", "token": TOKEN}))
+            assert recv(ws)["type"] == "ready"
+
+
+# -- the token never logged (defect 7) -----------------------------------------------------------
+
+
+def test_the_token_never_reaches_the_access_log(tmp_path: Path) -> None:
+    """`?token=` on /ws and on HTTP paths: uvicorn's log lines show the path without it."""
+    pi = tmp_path / "pi"
+    pi.write_text('#!/bin/sh\necho "0.73.1" >&2\n')
+    pi.chmod(pi.stat().st_mode | stat.S_IXUSR)
+    argv = ["--model", "local/m", "--base-url", "http://127.0.0.1:9/v1", "--pi", str(pi)]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "mule.serve", *argv, "--port", "0"],
+        stderr=subprocess.PIPE,
+        stdout=subprocess.PIPE,  # uvicorn's access log
+        text=True,
+        env=dict(os.environ, MULE_SERVE_TOKEN=TOKEN),
+    )
+    try:
+        assert proc.stderr is not None
+        while " open http" not in (line := proc.stderr.readline()):
+            assert line, "mule serve exited"
+        base = line.split(" open ", 1)[1].strip().rstrip("/")
+        with connect(base.replace("http", "ws") + f"/ws?token={TOKEN}&x=1") as ws:
+            assert recv(ws)["type"] == "ready"
+        assert httpx.get(f"{base}/jobs?token={TOKEN}").status_code == 401
+        time.sleep(0.2)
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    logged = out + err
+    assert '"WebSocket /ws?x=1"' in logged  # the lines are there, without the token
+    assert '"GET /jobs HTTP/1.1" 401' in logged
+    assert TOKEN not in logged
