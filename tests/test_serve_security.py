@@ -24,6 +24,7 @@ import httpx
 import pytest
 from websockets.exceptions import InvalidStatus
 from websockets.sync.client import connect
+from websockets.typing import Origin
 
 from mule.pirc import BridgeConfig
 from mule.serve import CLOSE_UNAUTHORIZED, ServerConfig
@@ -117,7 +118,7 @@ def test_only_the_server_token_mints_clients(server: ServerThread) -> None:
 def test_deep_huge_and_odd_http_bodies_are_typed_4xx(server: ServerThread) -> None:
     """Deeply nested, oversized, enormous-integer and non-UTF-8 bodies: 400 or 413, never 500."""
     deep_config = '{"prompt": "x", "config": {"tools": ' + "[" * 40 + "]" * 40 + "}}"
-    cases = [
+    cases: list[tuple[str | bytes, int, str]] = [
         ("[" * 100_000, 400, "nested deeper than 32"),
         ("[" * 100_000 + "]" * 100_000, 400, "nested deeper than 32"),
         (deep_config, 400, "nested deeper than 32"),
@@ -161,14 +162,15 @@ def test_ws_refuses_foreign_origins(server: ServerThread) -> None:
     """Another site's page (or a DNS-rebound name) is refused at the handshake with 403."""
     for origin in ("http://evil.example", "null", f"http://localhost:{server.port + 1}"):
         with pytest.raises(InvalidStatus) as refused:
-            connect(server.ws_url, origin=origin, open_timeout=10)  # type: ignore[arg-type]
+            connect(server.ws_url, origin=Origin(origin), open_timeout=10)
         assert refused.value.response.status_code == 403
     sock = socket.create_connection(("127.0.0.1", server.port))
     rebound = f"ws://attacker.example:{server.port}/ws"  # Host and Origin agree, not loopback
     with pytest.raises(InvalidStatus):
-        connect(rebound, sock=sock, origin=f"http://attacker.example:{server.port}")  # type: ignore[arg-type]
-    for origin in (f"http://127.0.0.1:{server.port}", "https://ops.example", None):
-        with connect(server.ws_url, origin=origin, open_timeout=10) as ws:  # type: ignore[arg-type]
+        connect(rebound, sock=sock, origin=Origin(f"http://attacker.example:{server.port}"))
+    for allowed in (f"http://127.0.0.1:{server.port}", "https://ops.example", None):
+        given = Origin(allowed) if allowed is not None else None
+        with connect(server.ws_url, origin=given, open_timeout=10) as ws:
             ws.send(json.dumps({"type": "auth", "token": TOKEN}))
             assert recv(ws)["type"] == "ready"
 
