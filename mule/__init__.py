@@ -17,6 +17,7 @@ from mule.effects import (
     MuleRunOutcome,
     MuleRunSettings,
     MuleStreamFunction,
+    StreamNotEnded,
 )
 from mule.effects._errors import MuleError, MulePhase
 from mule.effects._events import (
@@ -47,6 +48,8 @@ from mule.pi import AbortController, AbortError, AbortSignal, MissingExtraError
 from mule.pi._retry import PI_CODING_AGENT_RETRY_DEFAULTS, RetryPolicy
 from mule.promise._function_tool import tool
 from mule.promise._run import Mule, MuleRunFailed, mule, run
+from mule.promise._stream import MuleStream, stream
+from mule.promise._sync import run_sync
 from mule.promise._types import (
     MulePromiseListener,
     MuleRunInput,
@@ -84,6 +87,7 @@ __all__ = [
     "MuleRunInput",
     "MuleRunOutcome",
     "MuleRunSettings",
+    "MuleStream",
     "MuleStreamFunction",
     "MuleTool",
     "MuleToolCheckpoint",
@@ -95,6 +99,7 @@ __all__ = [
     "RetryPolicy",
     "RunEnd",
     "RunStart",
+    "StreamNotEnded",
     "ToolCompleted",
     "ToolExecutionEnd",
     "ToolExecutionStart",
@@ -105,5 +110,7 @@ __all__ = [
     "TurnStart",
     "mule",
     "run",
+    "run_sync",
+    "stream",
     "tool",
 ]

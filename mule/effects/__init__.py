@@ -36,6 +36,7 @@ from mule.effects._outcome import MuleCompletedTurn, MuleRunOutcome
 from mule.effects._resume import MuleResume
 from mule.effects._run import run, run_future
 from mule.effects._settings import MuleRunSettings, MuleStreamFunction
+from mule.effects._stream import CONSUMER_LEFT, RunStream, StreamNotEnded, stream
 from mule.effects._tools import (
     ExecutionMode,
     MuleTool,
@@ -53,6 +54,7 @@ from mule.effects._tools import (
 )
 
 __all__ = [
+    "CONSUMER_LEFT",
     "EVENT_TYPES",
     "INTERRUPTED_UNSAFE",
     "MULE_CODEC",
@@ -84,6 +86,8 @@ __all__ = [
     "RunEnd",
     "RunStart",
     "RunStatus",
+    "RunStream",
+    "StreamNotEnded",
     "ToolCompleted",
     "ToolExecution",
     "ToolExecutionEnd",
@@ -101,6 +105,7 @@ __all__ = [
     "from_wire",
     "run",
     "run_future",
+    "stream",
     "to_json",
     "to_wire",
     "update_to_wire",

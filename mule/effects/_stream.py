@@ -1,0 +1,188 @@
+"""`async with stream(input) as run: async for event in run: ...`: a run as an async iterator.
+
+The run's listener hands each event to the consumer and waits until the consumer asks for the
+next one (or leaves): back-pressure exactly as with a listener, whose body is the loop's body.
+Leaving the block before the run ended (a `break`, an exception, a cancelled caller) aborts
+the run through its signal, so it ends in one `run_end(cancelled)` (seen by nobody: the
+consumer has gone) and `outcome` says so.
+"""
+
+from __future__ import annotations
+
+from types import TracebackType
+from typing import Final, Self, TypeAlias, final
+
+import anyio
+from anyio.abc import TaskGroup
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from returns.result import Failure, Result, Success
+
+from mule.effects._errors import MuleError
+from mule.effects._events import MuleEvent
+from mule.effects._inputs import Listener, MuleRunInput
+from mule.effects._outcome import MuleRunOutcome
+from mule.effects._run import run
+from mule.pi import AbortController, AbortSignal, child_controller
+
+CONSUMER_LEFT: Final = "the stream's consumer left before the run ended"
+"""The abort reason of a run whose `async with` block was left before its end."""
+
+_OK: Result[None, MuleError] = Success(None)
+_GONE = (anyio.BrokenResourceError, anyio.ClosedResourceError, anyio.EndOfStream)
+_Handoff: TypeAlias = tuple[MuleEvent, anyio.Event]
+
+
+class StreamNotEnded(RuntimeError):
+    """`outcome` was read before the run ended, or the stream was iterated outside `async with`."""
+
+
+@final
+class RunStream:
+    """One run as an async context manager and async iterator of its `MuleEvent`s.
+
+    Use it as `async with stream(inp) as run: async for event in run: ...`; after the block
+    (or the loop's end) `run.outcome` is the run's `Result`. A stream runs once.
+    """
+
+    __slots__ = (
+        "_controller",
+        "_detach",
+        "_entered",
+        "_events",
+        "_events_out",
+        "_held",
+        "_input",
+        "_result",
+        "_signal",
+        "_tap",
+        "_tg",
+    )
+
+    def __init__(
+        self,
+        inp: MuleRunInput,
+        signal: AbortSignal | None = None,
+        listener: Listener | None = None,
+    ) -> None:
+        self._input = inp
+        self._signal = signal
+        self._tap = listener
+        self._result: Result[MuleRunOutcome, MuleError] | None = None
+        self._entered = False
+        self._held: anyio.Event | None = None  # set when the consumer is done with its event
+
+    @property
+    def outcome(self) -> Result[MuleRunOutcome, MuleError]:
+        """The run's `Result`, once it ended (`StreamNotEnded` before)."""
+        if self._result is None:
+            raise StreamNotEnded("the run has not ended: read outcome after the async with block")
+        return self._result
+
+    @property
+    def signal(self) -> AbortSignal:
+        """The run's own signal: aborted by the caller's signal, or when the consumer leaves."""
+        if not self._entered:
+            raise StreamNotEnded("the stream has not started: use it as `async with`")
+        return self._controller.signal
+
+    @property
+    def left_early(self) -> bool:
+        """Whether the consumer left the block before the run ended (the run was aborted)."""
+        return self._entered and self._controller.signal.reason == CONSUMER_LEFT
+
+    async def __aenter__(self) -> Self:
+        if self._entered:
+            raise StreamNotEnded("a stream runs once: call stream(...) again for another run")
+        self._entered = True
+        self._controller: AbortController
+        self._controller, self._detach = (
+            child_controller(self._signal)
+            if self._signal is not None
+            else (AbortController(), _nothing)
+        )
+        self._events_out: MemoryObjectSendStream[_Handoff]
+        self._events: MemoryObjectReceiveStream[_Handoff]
+        self._events_out, self._events = anyio.create_memory_object_stream[_Handoff](0)
+        self._tg: TaskGroup = anyio.create_task_group()
+        await self._tg.__aenter__()
+        self._tg.start_soon(self._drive)
+        return self
+
+    async def _drive(self) -> None:
+        try:
+            # Only the signal stops the run: a cancelled caller leaves the block, whose exit
+            # aborts it, so even then the run ends in its own verdict and `outcome` has it.
+            with anyio.CancelScope(shield=True):
+                self._result = await run(self._input, self._listen, self._controller.signal)
+        finally:
+            self._events_out.close()  # the consumer's next receive ends the iteration
+
+    async def _listen(self, event: MuleEvent, signal: AbortSignal) -> Result[None, MuleError]:
+        if self._tap is not None:
+            tapped = await self._tap(event, signal)
+            if isinstance(tapped, Failure):
+                return tapped
+        # A fresh event per hand-off: one the run stopped waiting on (it was aborted) may
+        # still be set by the consumer, harmlessly.
+        done = anyio.Event()
+        try:
+            await self._events_out.send((event, done))
+        except _GONE:
+            return _OK  # the consumer left: the run goes on to its end unseen
+        await done.wait()  # the consumer came back for the next event, or left
+        return _OK
+
+    def __aiter__(self) -> Self:
+        return self
+
+    async def __anext__(self) -> MuleEvent:
+        if not self._entered:
+            raise StreamNotEnded("iterate a stream inside `async with stream(...) as run`")
+        if self._held is not None:
+            self._held.set()
+            self._held = None
+        try:
+            event, self._held = await self._events.receive()
+        except _GONE:
+            raise StopAsyncIteration from None
+        return event
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        try:
+            if self._result is None:
+                self._controller.abort(CONSUMER_LEFT)
+            # A listener blocked on the consumer returns at once from now on.
+            self._events.close()
+            if self._held is not None:
+                self._held.set()
+                self._held = None
+            # The body's own exception is not the task group's: it propagates unchanged.
+            await self._tg.__aexit__(None, None, None)
+        finally:
+            self._detach()
+
+
+def stream(
+    inp: MuleRunInput, signal: AbortSignal | None = None, *, listener: Listener | None = None
+) -> RunStream:
+    """Return the run of `inp` as an async context manager and iterator of its events.
+
+    `async with stream(inp) as run: async for event in run: ...` then `run.outcome`, the run's
+    `Result[MuleRunOutcome, MuleError]`. The run waits for the consumer exactly as it waits
+    for a listener; leaving the block early cancels it (one `run_end(cancelled)`).
+    `listener`, if given, sees every event first, including those after the consumer left
+    (a tracer such as `mule.otel.traced`); its failure fails the run as any listener's does.
+    """
+    return RunStream(inp, signal, listener)
+
+
+def _nothing() -> None:
+    return None
+
+
+__all__ = ["CONSUMER_LEFT", "RunStream", "StreamNotEnded", "stream"]
