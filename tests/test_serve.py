@@ -470,3 +470,23 @@ async def test_client_queue_wakes_its_sender() -> None:
         assert got == [first]
         q.close()
     assert got == [first, None]
+
+
+def test_the_job_list_is_pushed_over_the_socket(server: ServerThread) -> None:
+    """After `ready` a `jobs` frame; each start, status change and removal pushes a new one."""
+    with authed_ws(server) as ws, server.http() as h:
+        first = recv(ws, jobs=True)
+        assert first["type"] == "jobs"
+        known = {j["id"] for j in first["jobs"]}
+        job = h.post("/jobs", json={"prompt": "listed"}).json()["id"]
+
+        def listed(status: str) -> Any:
+            return lambda f: (
+                f["type"] == "jobs"
+                and any(j["id"] == job and j["status"] == status for j in f["jobs"])
+            )
+
+        recv_until(ws, listed("failed"), jobs=True)  # no pi: started, then failed
+        assert h.delete(f"/jobs/{job}").status_code == 200
+        gone = recv_until(ws, lambda f: f["type"] == "jobs", jobs=True)[-1]
+        assert {j["id"] for j in gone["jobs"]} == known - {job}

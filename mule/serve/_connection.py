@@ -1,8 +1,10 @@
 """The `/ws` endpoint: Origin and token checks, then one connection's subscriptions and answers.
 
 A connection acts for one principal (`mule.serve._auth`): it sees, subscribes to and answers
-only that principal's jobs, and answers a job's dialog only while subscribed to the job. Bad
-frames (not JSON, too deep, binary, unknown) get an `error` frame; they never close the socket.
+only that principal's jobs, and answers a job's dialog only while subscribed to the job. The
+principal's job list is pushed as a `jobs` frame after `ready` and whenever it changes (no
+polling). Bad frames (not JSON, too deep, binary, unknown) get an `error` frame; they never
+close the socket.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("mule.serve")
 
+JOBS_KEY: Final = "~jobs"
 CLOSE_POLICY: Final = 1008  # before accept: the handshake is refused with HTTP 403
 
 
@@ -57,8 +60,22 @@ class Connection:
         self.jobs.clear()
         self._send_scope.cancel()  # the sender may be stuck in a send to a client that never reads
 
+    def push_jobs(self) -> None:
+        """Queue this principal's job list (the newest replaces any not yet sent)."""
+        jobs = [j.summary() for j in self.manager.jobs(self.principal)]
+        text = stringify({"type": "jobs", "jobs": jobs})
+        self.queue.offer_latest(Frame("", -1, "jobs", text, key=JOBS_KEY))
+
     async def run(self) -> None:
         """Serve the socket until the client leaves, is cut off, or the server stops."""
+        self.push_jobs()
+        self.manager.watch(self.push_jobs)
+        try:
+            await self._run()
+        finally:
+            self.manager.unwatch(self.push_jobs)
+
+    async def _run(self) -> None:
         async with anyio.create_task_group() as tg:
             tg.start_soon(self._send_loop, tg.cancel_scope)
             try:

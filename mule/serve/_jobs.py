@@ -352,6 +352,7 @@ class JobManager:
                 raise ValueError(f"{value!r} is not one of the options {list(req.options)}")
             answer = {"value": value}
         del job.pending_ui[request_id]  # first answer wins, even between clients
+        self.jobs_changed()
         if cancelled:
             await bridge.cancel_ui(request_id)
         elif "confirmed" in answer:
@@ -405,6 +406,8 @@ class JobManager:
                     dropped = sub.stats.dropped
                     job.mark_gap()
                 job.publish_event(event)
+                if isinstance(event, ExtensionUIRequest) and event.expects_answer:
+                    self.jobs_changed()  # listings show open dialogs
                 # One stdout chunk can hold dozens of events: let the clients' senders run
                 # between them, so a burst alone never counts as a client falling behind.
                 await anyio.lowlevel.checkpoint()

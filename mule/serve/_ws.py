@@ -97,6 +97,14 @@ class ClientQueue:
         self.stats.max_depth = max(self.stats.max_depth, len(self._live))
         self._wake.set()
 
+    def offer_latest(self, frame: Frame) -> None:
+        """Queue a keyed state frame (the job list) in place of any queued one of its key."""
+        if self._closed or self.overflow is not None or frame.key is None:
+            return
+        self._take(frame.key)
+        self._offer_lifecycle(frame)
+        self._wake.set()
+
     def _offer_streaming(self, frame: Frame) -> None:
         key = frame.key
         assert key is not None

@@ -95,16 +95,19 @@ def authed_ws(server: ServerThread, **kw: Any) -> Iterator[ClientConnection]:
         yield ws
 
 
-def recv(ws: ClientConnection, timeout: float = 30) -> Frame:
-    """Receive one JSON frame."""
-    data = ws.recv(timeout=timeout)
-    assert isinstance(data, str)
-    frame: Frame = json.loads(data)
-    return frame
+def recv(ws: ClientConnection, timeout: float = 30, jobs: bool = False) -> Frame:
+    """Receive one JSON frame; the pushed job lists (`jobs` frames) are skipped unless `jobs`."""
+    deadline = time.monotonic() + timeout
+    while True:
+        data = ws.recv(timeout=max(0.0, deadline - time.monotonic()))
+        assert isinstance(data, str)
+        frame: Frame = json.loads(data)
+        if jobs or frame.get("type") != "jobs":
+            return frame
 
 
 def recv_until(
-    ws: ClientConnection, done: Callable[[Frame], bool], timeout: float = 60
+    ws: ClientConnection, done: Callable[[Frame], bool], timeout: float = 60, jobs: bool = False
 ) -> list[Frame]:
     """Receive frames until `done(frame)`; return them all (the last one included)."""
     deadline = time.monotonic() + timeout
@@ -113,7 +116,7 @@ def recv_until(
         left = deadline - time.monotonic()
         if left <= 0:
             raise TimeoutError(f"no matching frame; last: {frames[-3:]}")
-        frames.append(recv(ws, left))
+        frames.append(recv(ws, left, jobs))
         if done(frames[-1]):
             return frames
 
