@@ -50,6 +50,7 @@ from mule.promise._function_tool import tool
 from mule.promise._run import Mule, MuleRunFailed, mule, run
 from mule.promise._stream import MuleStream, stream
 from mule.promise._sync import run_sync
+from mule.promise._tool_context import ToolContext
 from mule.promise._types import (
     MulePromiseListener,
     MuleRunInput,
@@ -101,6 +102,7 @@ __all__ = [
     "RunStart",
     "StreamNotEnded",
     "ToolCompleted",
+    "ToolContext",
     "ToolExecutionEnd",
     "ToolExecutionStart",
     "ToolExecutionUpdate",

@@ -376,17 +376,17 @@ async def test_function_tool_decodes_validated_arguments() -> None:
     def add(a: int, b: Annotated[int, "the second addend"] = 2) -> int:
         """Add two integers.
 
-        More text that is not the summary.
+        More text for the model.
         """
         got.append((a, b))
         return a + b
 
-    assert add.descriptor.description == "Add two integers."
+    assert add.descriptor.description == "Add two integers.\n\nMore text for the model."
     assert add.descriptor.parameters == {
         "type": "object",
         "properties": {
             "a": {"type": "integer"},
-            "b": {"type": "integer", "description": "the second addend"},
+            "b": {"type": "integer", "default": 2, "description": "the second addend"},
         },
         "required": ["a"],
     }

@@ -4,6 +4,9 @@ from mule.effects._tools import MuleToolExecutionPart, MuleToolRejection, MuleTo
 from mule.pi import AbortController, AbortError, AbortSignal
 from mule.promise._function_tool import ToolSignatureError, as_result, schema_for, tool
 from mule.promise._run import Mule, MuleRunFailed, mule, run
+from mule.promise._stream import MuleStream, stream
+from mule.promise._sync import run_sync
+from mule.promise._tool_context import ToolContext
 from mule.promise._types import (
     MulePromiseListener,
     MuleRunInput,
@@ -20,16 +23,20 @@ __all__ = [
     "MulePromiseListener",
     "MuleRunFailed",
     "MuleRunInput",
+    "MuleStream",
     "MuleTool",
     "MuleToolExecutionPart",
     "MuleToolPreparation",
     "MuleToolPrepared",
     "MuleToolRejection",
     "MuleToolResult",
+    "ToolContext",
     "ToolSignatureError",
     "as_result",
     "mule",
     "run",
+    "run_sync",
     "schema_for",
+    "stream",
     "tool",
 ]

@@ -5,15 +5,13 @@ from __future__ import annotations
 import functools
 import inspect
 import json
-import types
 import typing
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from typing import Any, Literal, TypeVar, overload
+from collections.abc import AsyncIterator, Callable
+from typing import Any, TypeVar, final, overload
 
 import anyio
 import anyio.to_thread
-import attrs
-import cattrs
+import docstring_parser
 
 from mule.effects._tools import (
     ExecutionMode,
@@ -26,72 +24,11 @@ from mule.pi import AbortSignal, ToolArgumentsError, ToolValidator
 from mule.pi._content import ImageContent, TextContent, ToolCall
 from mule.pi._context import Tool
 from mule.pi._json import JsonObject, JsonValue
+from mule.promise._tool_context import ToolContext
+from mule.promise._tool_types import ToolSignatureError, decode, schema_for, with_default
 from mule.promise._types import MuleTool, MuleToolPreparation, MuleToolPrepared
 
 F = TypeVar("F", bound=Callable[..., Any])
-_DECODER = cattrs.Converter()
-_PRIMITIVES: dict[Any, str] = {str: "string", int: "integer", float: "number", bool: "boolean"}
-
-
-class ToolSignatureError(TypeError):
-    """A function's signature cannot be described as a JSON schema."""
-
-
-def schema_for(annotation: Any) -> dict[str, Any]:
-    """Return the JSON schema of a Python type annotation (the subset tools need)."""
-    if annotation is Any or annotation is inspect.Parameter.empty or annotation is object:
-        return {}
-    if annotation is type(None) or annotation is None:
-        return {"type": "null"}
-    if annotation in _PRIMITIVES:
-        return {"type": _PRIMITIVES[annotation]}
-    origin = typing.get_origin(annotation)
-    args = typing.get_args(annotation)
-    if origin is typing.Annotated:
-        inner = schema_for(args[0])
-        notes = [a for a in args[1:] if isinstance(a, str)]
-        return {**inner, "description": " ".join(notes)} if notes else inner
-    if origin is Literal:
-        values = list(args)
-        kinds = {_PRIMITIVES.get(type(v)) for v in values}
-        out: dict[str, Any] = {"enum": values}
-        if len(kinds) == 1 and None not in kinds:
-            out["type"] = kinds.pop()
-        return out
-    if origin in (typing.Union, types.UnionType):
-        return {"anyOf": [schema_for(a) for a in args]}
-    if origin in (list, Sequence, set, frozenset) or (origin is tuple and args[-1:] == (...,)):
-        return {"type": "array", "items": schema_for(args[0]) if args else {}}
-    if origin is tuple:
-        return {
-            "type": "array",
-            "prefixItems": [schema_for(a) for a in args],
-            "minItems": len(args),
-        }
-    if origin in (dict, Mapping):
-        value = args[1] if len(args) == 2 else Any
-        return {"type": "object", "additionalProperties": schema_for(value)}
-    if annotation in (list, tuple):
-        return {"type": "array"}
-    if annotation is dict:
-        return {"type": "object"}
-    if typing.is_typeddict(annotation):
-        hints = typing.get_type_hints(annotation, include_extras=True)
-        required = sorted(annotation.__required_keys__)
-        return _object({k: schema_for(v) for k, v in hints.items()}, required)
-    if attrs.has(annotation):
-        hints = typing.get_type_hints(annotation, include_extras=True)
-        props = {a.name: schema_for(hints[a.name]) for a in attrs.fields(annotation)}
-        required = [a.name for a in attrs.fields(annotation) if a.default is attrs.NOTHING]
-        return _object(props, required)
-    raise ToolSignatureError(f"no JSON schema for {annotation!r}")
-
-
-def _object(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
-    out: dict[str, Any] = {"type": "object", "properties": properties}
-    if required:
-        out["required"] = required
-    return out
 
 
 def _is_signal(param: inspect.Parameter, hint: Any) -> bool:
@@ -147,11 +84,15 @@ def tool(
 ) -> MuleTool | Callable[[F], MuleTool]:
     """Make a `MuleTool` from a typed function, sync or async.
 
-    The JSON schema comes from the signature (or `parameters`), the description from the
-    docstring. Arguments are decoded from the validated call into the annotated types; a
-    parameter annotated `AbortSignal` receives the run's signal. Sync functions run in a worker
-    thread. An exception fails the run (`MuleError(tool)`) unless `errors_as_results`, which
-    turns it into an `is_error` result the model sees.
+    The JSON schema comes from the signature (or `parameters`): primitives, `Literal`, enums,
+    optional and union types, lists, tuples, dicts, `TypedDict`, dataclasses, attrs classes and
+    pydantic models; defaults become JSON defaults. The description is the docstring's text,
+    and each parameter's description comes from its Google, NumPy or Sphinx docstring entry
+    (or `Annotated[T, "text"]`). Arguments are decoded from the validated call into the
+    annotated types. A first parameter annotated `ToolContext` receives the call, the run's
+    signal and `progress`; one annotated `AbortSignal` receives the signal. Sync functions run
+    in a worker thread. An exception fails the run (`MuleError(tool)`) unless
+    `errors_as_results`, which turns it into an `is_error` result the model sees.
 
     >>> @tool
     ... def add(a: int, b: int) -> int:
@@ -175,9 +116,62 @@ def tool(
     return build(fn) if fn is not None else build
 
 
+def _parsed(f: Callable[..., Any]) -> docstring_parser.Docstring:
+    return docstring_parser.parse(inspect.getdoc(f) or "")
+
+
 def _doc(f: Callable[..., Any]) -> str:
-    doc = inspect.getdoc(f) or ""
-    return doc.split("\n\n")[0].replace("\n", " ").strip()
+    """Return the docstring's text without its parameter, return and raises sections."""
+    parsed = _parsed(f)
+    parts = [p for p in (parsed.short_description, parsed.long_description) if p]
+    return "\n\n".join(parts).strip()
+
+
+def _is_context(hint: Any) -> bool:
+    return hint is ToolContext
+
+
+@final
+class _Update:
+    """A progress report handed from the running function to the executor."""
+
+    __slots__ = ("done", "value")
+
+    def __init__(self, value: object) -> None:
+        self.value = value
+        self.done = anyio.Event()
+
+
+@final
+class _Outcome:
+    """The function's return value, or the exception it raised."""
+
+    __slots__ = ("error", "value")
+
+    def __init__(self, value: object, error: Exception | None) -> None:
+        self.value = value
+        self.error = error
+
+
+def _parameters_schema(
+    f: Callable[..., Any], params: dict[str, Any], defaults: dict[str, Any]
+) -> JsonObject:
+    """Return the JSON schema of a function's tool parameters, described by its docstring."""
+    described = {p.arg_name: p.description for p in _parsed(f).params if p.description}
+    properties: dict[str, Any] = {}
+    for key, hint in params.items():
+        prop = schema_for(hint)
+        if key in defaults:
+            prop = with_default(prop, defaults[key])
+        text = described.get(key)
+        if text and "description" not in prop:
+            prop = {**prop, "description": " ".join(text.split())}
+        properties[key] = prop
+    out: dict[str, Any] = {"type": "object", "properties": properties}
+    required = [k for k in params if k not in defaults]
+    if required:
+        out["required"] = required
+    return out
 
 
 def _build(
@@ -190,24 +184,33 @@ def _build(
     errors_as_results: bool,
 ) -> MuleTool:
     sig = inspect.signature(f)
-    hints = typing.get_type_hints(f, include_extras=True)
+    try:
+        hints = typing.get_type_hints(f, include_extras=True)
+    except NameError as exc:  # a string annotation naming what the function cannot see
+        raise ToolSignatureError(
+            f"{name}: cannot resolve an annotation ({exc}); define its type at module level"
+        ) from exc
     params: dict[str, Any] = {}
-    required: list[str] = []
+    defaults: dict[str, Any] = {}
     signal_param: str | None = None
-    for p in sig.parameters.values():
+    context_param: str | None = None
+    for index, p in enumerate(sig.parameters.values()):
         hint = hints.get(p.name, inspect.Parameter.empty)
+        if _is_context(hint):
+            if index != 0:
+                raise ToolSignatureError(f"{name}: a ToolContext must be the first parameter")
+            context_param = p.name
+            continue
         if _is_signal(p, hint):
             signal_param = p.name
             continue
         if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
             raise ToolSignatureError(f"{name}: *args / **kwargs cannot be tool parameters")
         params[p.name] = hint
-        if p.default is inspect.Parameter.empty:
-            required.append(p.name)
+        if p.default is not inspect.Parameter.empty:
+            defaults[p.name] = p.default
     schema: JsonObject = (
-        parameters
-        if parameters is not None
-        else _object({k: schema_for(v) for k, v in params.items()}, required)
+        parameters if parameters is not None else _parameters_schema(f, params, defaults)
     )
     descriptor = Tool(name, description, schema)
     is_async = inspect.iscoroutinefunction(f)
@@ -221,35 +224,80 @@ def _build(
         try:
             for key, value in args.items():
                 if key in params:
-                    hint = params[key]
-                    kwargs[key] = (
-                        value
-                        if hint is inspect.Parameter.empty
-                        else _DECODER.structure(value, hint)
-                    )
+                    kwargs[key] = decode(value, params[key])
         except Exception as exc:
             return MuleToolRejection(f"Invalid arguments for tool {name}: {exc}")
+
+        async def invoke() -> object:
+            if is_async:
+                return await f(**kwargs)
+            return await anyio.to_thread.run_sync(functools.partial(f, **kwargs))
+
+        def failed(exc: Exception) -> MuleToolResult:
+            if not errors_as_results:
+                raise exc
+            text = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+            return MuleToolResult(content=(TextContent(text),), is_error=True)
 
         async def execute(run_signal: AbortSignal) -> AsyncIterator[MuleToolExecutionPart]:
             if signal_param is not None:
                 kwargs[signal_param] = run_signal
             try:
-                if is_async:
-                    value = await f(**kwargs)
-                else:
-                    value = await anyio.to_thread.run_sync(functools.partial(f, **kwargs))
+                value = await invoke()
             except Exception as exc:
-                if not errors_as_results:
-                    raise
-                text = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-                value = MuleToolResult(content=(TextContent(text),), is_error=True)
+                value = failed(exc)
             yield MuleToolExecutionPart("result", as_result(value))
 
-        return MuleToolPrepared(execute)
+        async def execute_with_context(
+            run_signal: AbortSignal,
+        ) -> AsyncIterator[MuleToolExecutionPart]:
+            if signal_param is not None:
+                kwargs[signal_param] = run_signal
+            send, receive = anyio.create_memory_object_stream[_Update | _Outcome](0)
+
+            async def progress(update: object) -> None:
+                item = _Update(update)
+                await send.send(item)
+                await item.done.wait()  # the run emitted it (the executor asked for more)
+
+            assert context_param is not None
+            kwargs[context_param] = ToolContext(call, run_signal, progress)
+
+            async def work() -> None:
+                # Never raises (a raising child would cancel the consumer's scope while this
+                # generator is suspended): the outcome travels as a value.
+                try:
+                    outcome = _Outcome(await invoke(), None)
+                except Exception as exc:
+                    outcome = _Outcome(None, exc)
+                try:
+                    await send.send(outcome)
+                except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+                    pass  # the executor was closed (an aborted run)
+                finally:
+                    send.close()
+
+            done: _Outcome | None = None
+            async with anyio.create_task_group() as tg, receive:
+                tg.start_soon(work)
+                async for item in receive:
+                    if type(item) is _Update:
+                        yield MuleToolExecutionPart("update", as_result(item.value))
+                        item.done.set()
+                    else:
+                        assert type(item) is _Outcome
+                        done = item
+                        break
+            if done is None:
+                raise RuntimeError(f"tool {name} ended without a result")
+            value = done.value if done.error is None else failed(done.error)
+            yield MuleToolExecutionPart("result", as_result(value))
+
+        return MuleToolPrepared(execute if context_param is None else execute_with_context)
 
     return MuleTool(
         descriptor=descriptor, prepare=prepare, replay=replay, execution_mode=execution_mode
     )
 
 
-__all__ = ["ToolSignatureError", "as_result", "schema_for", "tool"]
+__all__ = ["ToolContext", "ToolSignatureError", "as_result", "schema_for", "tool"]
