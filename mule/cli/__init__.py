@@ -7,6 +7,7 @@ Exit codes: 0 the run completed, 1 it failed (the MuleError's phase and message 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import urllib.parse
 from collections.abc import Sequence
@@ -17,6 +18,7 @@ from mule.cli._codes import (
     DEFAULT_IDLE_TIMEOUT_S,
     DEFAULT_TOOLS,
     EXIT_CANCELLED,
+    EXIT_FAILED,
     EXIT_USAGE,
     THINKING_LEVELS,
 )
@@ -59,8 +61,12 @@ def _seconds(value: str) -> float:
     return seconds
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """Return the argument parser of the `mule` command."""
+def build_parser(*, defaults: bool = True) -> argparse.ArgumentParser:
+    """Return the argument parser of the `mule` command.
+
+    With `defaults=False`, `run` options that are not given are left out of the namespace (so
+    a resume can tell the options given from the ones to restore from the journal).
+    """
     parser = argparse.ArgumentParser(
         prog="mule",
         description="Run Pi's agent loop from the terminal.",
@@ -77,7 +83,9 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     run.add_argument("prompt", nargs="?", help="the user's message (none with --resume)")
-    run.add_argument("--model", "-m", required=True, help="provider/id (see `mule models`)")
+    run.add_argument(
+        "--model", "-m", help="provider/id (see `mule models`); a resumed run keeps its own"
+    )
     run.add_argument(
         "--base-url",
         type=_url,
@@ -106,7 +114,12 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"comma-separated built-in tools (default {','.join(DEFAULT_TOOLS)}; '' for none)",
     )
     run.add_argument("--journal", metavar="PATH", help="record the run in a SQLite journal")
-    run.add_argument("--resume", metavar="RUN_ID", help="resume a run from the journal")
+    run.add_argument(
+        "--resume",
+        metavar="RUN_ID",
+        help="resume a run from the journal (a unique prefix of its id will do), with the "
+        "settings it was started with; options given here win",
+    )
     run.add_argument("--json", action="store_true", help="write one mule event per line")
     run.add_argument("--yes", "-y", action="store_true", help="run bash commands without asking")
     run.add_argument("--thinking", choices=THINKING_LEVELS, help="reasoning level")
@@ -196,17 +209,47 @@ def build_parser() -> argparse.ArgumentParser:
     show = actions.add_parser("show", help="show one run's committed transcript")
     show.add_argument("run_id")
     show.add_argument("--journal", metavar="PATH", required=True, help="the journal file")
+    if not defaults:
+        for action in run._actions:
+            action.default = argparse.SUPPRESS
     return parser
 
 
-def _dispatch(args: argparse.Namespace) -> int:
+def _restore_run(args: argparse.Namespace, argv: Sequence[str]) -> str | None:
+    """Fill a resumed run's options from its journal; return why that failed, if it did."""
+    from returns.result import Failure
+
+    from mule.cli._settings import restore, stored_settings
+
+    if args.resume is not None and args.prompt:
+        return "--resume continues a run as it was; leave out the prompt"
+    if args.resume is not None and args.journal is not None:
+        found = stored_settings(Path(args.journal), args.resume)
+        if isinstance(found, Failure):
+            return str(found.failure())
+        args.resume, stored = found.unwrap()
+        given = set(vars(build_parser(defaults=False).parse_args(argv)))
+        restore(args, given, stored)
+    if args.model is None:
+        return "--model is required (a resumed run keeps the one it was started with)"
+    return None
+
+
+def _dispatch(args: argparse.Namespace, argv: Sequence[str]) -> int:
     import anyio
 
     from mule.cli._run import RunOptions, demo_command, run_command
 
     match args.command:
         case "run":
+            problem = _restore_run(args, argv)
+            if problem is not None:
+                print(f"mule run: {problem}", file=sys.stderr)
+                return EXIT_USAGE
+            from mule.cli._settings import settings_of
+
             opts = RunOptions(
+                settings=settings_of(args),
                 prompt=args.prompt,
                 model=args.model,
                 base_url=args.base_url,
@@ -290,12 +333,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(given)
     try:
         with needs_extra("cli", f"mule {args.command}"):  # rich, and httpx for the providers
-            return _dispatch(args)
+            return _dispatch(args, given)
     except KeyboardInterrupt:  # Ctrl-C before the run installed its own handler
         print("cancelled", file=sys.stderr)
         return EXIT_CANCELLED
     except MissingExtraError as exc:  # mcp, otel-export, ... raise their own
         return _no_extra(exc, args.command)
+    except BrokenPipeError:  # `mule models | head`: the reader left; say nothing more
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # so the exit's flush does not fail again
+        return EXIT_FAILED
 
 
 __all__ = ["build_parser", "main"]

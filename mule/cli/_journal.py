@@ -9,9 +9,10 @@ from pathlib import Path
 from attrs import frozen
 from returns.result import Failure, Result, Success
 from rich.console import Console, Group
-from rich.table import Table
 from rich.text import Text
 
+from mule.cli._columns import columns
+from mule.cli._settings import MODEL_KEY
 from mule.effects import MuleResume
 from mule.effects._tools import ToolCompleted, ToolPending, ToolStarted
 from mule.journal import Journal, JournalError
@@ -27,10 +28,11 @@ from mule.pi._messages import (
 
 @frozen
 class Continuation:
-    """What a resumed run starts from."""
+    """What a resumed run starts from (`run_id` in full, when a prefix named it)."""
 
     messages: tuple[Message, ...]
     resume: MuleResume | None
+    run_id: str | None = None
 
 
 def new_run_id() -> str:
@@ -53,9 +55,11 @@ def continuation(journal: Journal, run_id: str) -> Result[Continuation, str]:
     run that failed on the model keeps its failed message in the journal; it is left out here
     (as Pi's providers drop it anyway), so resuming asks the model again.
     """
-    info = next((r for r in journal.runs() if r.run_id == run_id), None)
-    if info is None:
-        return Failure(f"no run {run_id!r} in {journal.path}")
+    found = find_run(journal, run_id)
+    if isinstance(found, Failure):
+        return Failure(found.failure())
+    run_id = found.unwrap()
+    info = next(r for r in journal.runs() if r.run_id == run_id)
     if info.status == "completed":
         return Failure(f"run {run_id} already completed; there is nothing to resume")
     if info.status == "running":
@@ -73,11 +77,11 @@ def continuation(journal: Journal, run_id: str) -> Result[Continuation, str]:
             messages = messages[:-1]
     if not messages and resume is None:
         return Failure(f"run {run_id} has no messages to continue from")
-    return Success(Continuation(messages, resume))
+    return Success(Continuation(messages, resume, run_id))
 
 
 def _when(ms: int) -> str:
-    return datetime.datetime.fromtimestamp(ms / 1000).strftime("%Y-%m-%d %H:%M:%S")
+    return datetime.datetime.fromtimestamp(ms / 1000).strftime("%Y-%m-%d %H:%M")
 
 
 _STATUS_STYLE = {
@@ -89,20 +93,43 @@ _STATUS_STYLE = {
 }
 
 
+def find_run(journal: Journal, given: str) -> Result[str, str]:
+    """Return the run id that `given` names: the whole id, or a prefix only one run id has."""
+    ids = [r.run_id for r in journal.runs()]
+    if given in ids:
+        return Success(given)
+    matches = [i for i in ids if given and i.startswith(given)]
+    if len(matches) == 1:
+        return Success(matches[0])
+    if matches:
+        shown = ", ".join(matches[:5])
+        return Failure(f"run id prefix {given!r} is ambiguous in {journal.path}: {shown}")
+    return Failure(f"no run {given!r} in {journal.path}")
+
+
 def print_runs(console: Console, journal: Journal) -> int:
-    """`mule journal list`: one row per run."""
-    table = Table(title=f"runs in {journal.path}", title_justify="left")
-    for name in ("run id", "status", "segments", "started", "updated"):
-        table.add_column(name, no_wrap=True)
-    for info in journal.runs():
-        table.add_row(
+    """`mule journal list`: one row per run, ids whole (they are what `--resume` takes)."""
+    rows = [
+        [
             info.run_id,
-            Text(info.status, style=_STATUS_STYLE.get(info.status, "")),
+            info.status,
             str(info.segments),
             _when(info.created_ms),
             _when(info.updated_ms),
-        )
-    console.print(table)
+            journal.meta(info.run_id).get(MODEL_KEY, ""),
+        ]
+        for info in journal.runs()
+    ]
+    out = console.file
+    out.write(f"runs in {journal.path}\n")
+    if not rows:
+        out.write("(none yet)\n")
+    else:
+        header = ["run id", "status", "segments", "started", "updated", "model"]
+        width = console.width if console.is_terminal else None
+        right = [False, False, True, False, False, False]
+        out.write("\n".join(columns(header, rows, width=width, right=right)) + "\n")
+    out.flush()
     return 0
 
 
@@ -138,10 +165,12 @@ def _header(message: Message) -> Text:
 
 def print_run(console: Console, journal: Journal, run_id: str) -> int:
     """`mule journal show`: the committed transcript and where a resume would pick up."""
-    info = next((r for r in journal.runs() if r.run_id == run_id), None)
-    if info is None:
-        console.print(Text(f"no run {run_id!r} in {journal.path}", style="red"))
+    found = find_run(journal, run_id)
+    if isinstance(found, Failure):
+        console.print(Text(found.failure(), style="red"))
         return 2
+    run_id = found.unwrap()
+    info = next(r for r in journal.runs() if r.run_id == run_id)
     console.print(
         Text.assemble(
             (f"run {run_id}", "bold"),
@@ -171,6 +200,7 @@ def print_run(console: Console, journal: Journal, run_id: str) -> int:
 __all__ = [
     "Continuation",
     "continuation",
+    "find_run",
     "new_run_id",
     "open_journal",
     "print_run",

@@ -9,8 +9,8 @@ from typing import final
 from attrs import evolve, frozen
 from returns.result import Failure, Result, Success
 from rich.console import Console
-from rich.table import Table
 
+from mule.cli._columns import columns
 from mule.pi._model import Model
 from mule.pi.models import (
     DEFAULT_CONTEXT_WINDOW,
@@ -141,11 +141,19 @@ def missing_key(resolved: ResolvedModel, environ: Mapping[str, str] | None = Non
     return f"no API key for provider {resolved.model.provider!r}: set {where}"
 
 
-def _tokens(n: int) -> str:
-    if n >= 1_000_000 and n % 1_000_000 == 0:
-        return f"{n // 1_000_000}M"
-    if n >= 1000:
-        return f"{n / 1000:g}K"
+def human_tokens(n: int) -> str:
+    """Return a token count as people say it: powers of two in K/M of 1024, others as Pi does.
+
+    >>> [human_tokens(n) for n in (4095, 8192, 131072, 200000, 1047576, 1048576, 2000000)]
+    ['4.1K', '8K', '128K', '200K', '1.0M', '1M', '2M']
+    """
+    if n >= 1024 and n % 1024 == 0:
+        k = n // 1024
+        return f"{k // 1024}M" if k >= 1024 and k % 1024 == 0 else f"{k}K"
+    for unit, size in (("M", 1_000_000), ("K", 1000)):
+        if n >= size:
+            value = n / size
+            return f"{value:.0f}{unit}" if value == int(value) else f"{value:.1f}{unit}"
     return str(n)
 
 
@@ -153,39 +161,63 @@ def _price(x: float) -> str:
     return f"{x:g}" if x else "-"
 
 
-def models_table(registry: Registry, provider: str | None = None) -> Table:
-    """Return a table of the registry's models (one provider's, if given)."""
-    table = Table(title="models (cost in USD per million tokens)", title_justify="left")
-    for name, justify in (
-        ("provider/id", "left"),
-        ("api", "left"),
-        ("context", "right"),
-        ("max out", "right"),
-        ("thinking", "center"),
-        ("images", "center"),
-        ("in $", "right"),
-        ("out $", "right"),
-        ("key", "center"),
-    ):
-        table.add_column(name, justify=justify, no_wrap=name == "provider/id")  # type: ignore[arg-type]
+def _flags(m: Model) -> list[str]:
+    return [
+        human_tokens(m.context_window),
+        human_tokens(m.max_tokens),
+        "yes" if m.reasoning else "",
+        "yes" if "image" in m.input else "",
+        _price(m.cost.input),
+        _price(m.cost.output),
+    ]
+
+
+_FLAG_HEADER = ["context", "max out", "thinking", "images", "$ in", "$ out"]
+_FLAG_RIGHT = [True, True, False, False, True, True]
+
+
+def models_lines(
+    registry: Registry,
+    provider: str | None = None,
+    width: int | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> list[str]:
+    """Return `mule models`' lines: per provider on a terminal of `width`, else one per model.
+
+    Costs are USD per million tokens. Piped (`width` None), each line starts with the
+    `provider/id` that `--model` takes, followed by the api and whether a key is set.
+    """
     keyed: dict[str, bool] = {}
+    groups: dict[str, list[Model]] = {}
     for m in registry.models:
         if provider is not None and m.provider != provider:
             continue
         if m.provider not in keyed:
-            keyed[m.provider] = bool(env_api_key(m.provider) or registry.api_key(m.provider))
-        table.add_row(
-            f"{m.provider}/{m.id}",
-            m.api,
-            _tokens(m.context_window),
-            _tokens(m.max_tokens),
-            "yes" if m.reasoning else "",
-            "yes" if "image" in m.input else "",
-            _price(m.cost.input),
-            _price(m.cost.output),
-            "[green]set[/]" if keyed[m.provider] else "",
+            has = env_api_key(m.provider, environ) or registry.api_key(m.provider)
+            keyed[m.provider] = bool(has)
+        groups.setdefault(m.provider, []).append(m)
+    if width is None:
+        rows = [
+            [f"{m.provider}/{m.id}", m.api, *_flags(m), "set" if keyed[m.provider] else "-"]
+            for ms in groups.values()
+            for m in ms
+        ]
+        header = ["provider/id", "api", *_FLAG_HEADER, "key"]
+        return columns(header, rows, right=[False, False, *_FLAG_RIGHT, False])
+    lines: list[str] = []
+    for name, ms in groups.items():
+        apis = ", ".join(dict.fromkeys(m.api for m in ms))
+        key = "key set" if keyed[name] else "no key"
+        lines.append(f"{name} · {apis} · {key}")
+        rows = [[m.id, *_flags(m)] for m in ms]
+        lines.extend(
+            "  " + line
+            for line in columns(
+                ["id", *_FLAG_HEADER], rows, width=width - 2, right=[False, *_FLAG_RIGHT]
+            )
         )
-    return table
+        lines.append("")
+    return lines
 
 
 def print_models(console: Console, registry: Registry, provider: str | None) -> int:
@@ -194,9 +226,13 @@ def print_models(console: Console, registry: Registry, provider: str | None) -> 
         known = ", ".join(registry.get_providers())
         console.print(f"[red]unknown provider {provider!r}[/]; known: {known}")
         return 2
-    table = models_table(registry, provider)
-    console.print(table)
-    console.print(f"{table.row_count} models", style="dim")
+    width = console.width if console.is_terminal else None
+    lines = models_lines(registry, provider, width)
+    count = sum(1 for m in registry.models if provider is None or m.provider == provider)
+    out = console.file
+    out.write("\n".join(lines).rstrip("\n") + "\n")
+    out.write(f"{count} models; $ in / $ out: USD per million tokens\n")
+    out.flush()
     return 0
 
 
@@ -205,7 +241,8 @@ __all__ = [
     "ResolvedModel",
     "load_registry",
     "missing_key",
-    "models_table",
+    "human_tokens",
+    "models_lines",
     "print_models",
     "resolve_model",
     "split_spec",

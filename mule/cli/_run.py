@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import json
+import shlex
 import signal as signals
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AsyncExitStack
 from pathlib import Path
-from typing import IO, final
+from typing import IO, Any, final
 
 import anyio
 from attrs import frozen
@@ -31,6 +33,7 @@ from mule.cli._integrations import mcp_tools, otel_tracing
 from mule.cli._journal import Continuation, continuation, new_run_id, open_journal
 from mule.cli._models import load_registry, missing_key, resolve_model
 from mule.cli._render import JsonLines, LiveView
+from mule.cli._settings import MODEL_KEY, SETTINGS_KEY
 from mule.effects._events import MuleEvent, RunEnd
 from mule.journal import Journal
 from mule.pi import AbortController, AbortError, AbortSignal
@@ -74,6 +77,7 @@ class RunOptions:
     mcp: tuple[str, ...] = ()  # stdio MCP server commands
     mcp_urls: tuple[str, ...] = ()  # streamable-HTTP MCP server URLs
     otel: bool = False
+    settings: Mapping[str, Any] | None = None  # kept in the journal (see mule.cli._settings)
 
 
 def default_system_prompt(root: Path, tools: Sequence[str]) -> str:
@@ -197,7 +201,13 @@ def _plan(
         return Failure("--resume needs --journal PATH")
     if opts.prompt:
         return Failure("--resume continues a run as it was; leave out the prompt")
-    return continuation(journal, opts.resume).map(lambda c: (opts.resume, c))
+    return continuation(journal, opts.resume).map(lambda c: (c.run_id or opts.resume, c))
+
+
+def resume_hint(path: Path, run_id: str, yes: bool) -> str:
+    """Return the command that resumes `run_id` as it was (the journal keeps its settings)."""
+    hint = f"mule run --journal {shlex.quote(str(path))} --resume {run_id}"
+    return hint + " --yes" if yes else hint  # approval is not kept: it is asked for again
 
 
 async def run_command(opts: RunOptions) -> int:
@@ -290,6 +300,9 @@ async def run_command(opts: RunOptions) -> int:
             if journal is not None and run_id is not None:
                 if opts.resume is None:
                     journal.begin(run_id, start.messages)
+                if opts.settings is not None:  # the latest settings: what a resume will use
+                    journal.set_meta(run_id, SETTINGS_KEY, json.dumps(opts.settings))
+                    journal.set_meta(run_id, MODEL_KEY, opts.model)
                 record = journal.listener(run_id)
                 verb = "resuming" if opts.resume is not None else "recording"
                 err.print(Text(f"journal: {verb} run {run_id} in {journal.path}", style="dim"))
@@ -308,11 +321,7 @@ async def run_command(opts: RunOptions) -> int:
                 out.print(view.summary())
             if journal is not None and run_id is not None and code != EXIT_OK:
                 err.print(
-                    Text(
-                        f"resume with: mule run --journal {journal.path} --resume {run_id} "
-                        f"--model {opts.model} (and the same tools)",
-                        style="dim",
-                    )
+                    Text(f"resume with: {resume_hint(journal.path, run_id, opts.yes)}", style="dim")
                 )
             return code
     finally:
