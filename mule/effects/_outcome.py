@@ -25,13 +25,33 @@ class MuleCompletedTurn:
 @final
 @frozen(kw_only=True)
 class MuleRunOutcome:
-    """The honest terminal result of one run."""
+    """The honest terminal result of one run.
+
+    To continue the conversation, send `all_messages` plus the next user message:
+    `messages` holds only what this run added (Pi's `agent_end` semantics), so sending it
+    alone drops the conversation's start.
+
+    Attributes:
+        status: `"completed"`, or `"cancelled"` when the run was aborted (failures are no
+            outcome: `MuleRunFailed` / `Failure(MuleError)`).
+        run: The run's identity, the root of every event's causal chain.
+        terminal: The identity of the run's one `run_end` event.
+        message: The run's last assistant message (for a cancelled run, a stand-in with
+            `stop_reason="aborted"` when the run had none).
+        messages: Only the messages this run added, in order (Pi's `agent_end` messages):
+            assistant messages, tool results, and steering or follow-up messages.
+        all_messages: The whole conversation: the input `messages` followed by the new
+            ones, the context to continue from. Empty in an outcome decoded from a record
+            written before this field existed.
+
+    """
 
     status: RunStatus
     run: MuleIdentity
     terminal: MuleIdentity
     message: AssistantMessage
     messages: tuple[Message, ...]
+    all_messages: tuple[Message, ...] = ()
 
 
 __all__ = ["MuleCompletedTurn", "MuleRunOutcome"]

@@ -68,7 +68,12 @@ def _cancelled_before_start(inp: MuleRunInput, reason: object) -> MuleRunOutcome
     )
     terminal = MuleIdentity("terminal", "terminal:0", RUN_IDENTITY)
     return MuleRunOutcome(
-        status="cancelled", run=RUN_IDENTITY, terminal=terminal, message=message, messages=()
+        status="cancelled",
+        run=RUN_IDENTITY,
+        terminal=terminal,
+        message=message,
+        messages=(),
+        all_messages=tuple(inp.messages),
     )
 
 

@@ -105,7 +105,12 @@ def _complete(t: _Txn) -> None:
     message = t.last_assistant  # a resumed run sets it to resume.message before its turn ends
     assert message is not None
     outcome = MuleRunOutcome(
-        status="completed", run=t.cfg.run, terminal=terminal, message=message, messages=t.new
+        status="completed",
+        run=t.cfg.run,
+        terminal=terminal,
+        message=message,
+        messages=t.new,
+        all_messages=t.context,
     )
     _finish(t, outcome, None)
 
@@ -124,6 +129,7 @@ def _cancel(t: _Txn, fact: CancelRequested) -> None:
         terminal=terminal,
         message=_synthetic(t, "aborted", fact.reason),
         messages=t.new,
+        all_messages=t.context,
     )
     _finish(t, outcome, None)
 

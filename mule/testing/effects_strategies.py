@@ -127,6 +127,7 @@ def outcomes() -> Strategy[MuleRunOutcome]:
         terminal=identities("terminal"),
         message=ms.assistant_messages(),
         messages=st.lists(ms.messages(), max_size=3).map(tuple),
+        all_messages=st.lists(ms.messages(), max_size=3).map(tuple),
     )
 
 
