@@ -6,13 +6,16 @@ from mule.pirc._commands import (
     BridgeError,
     CommandFailed,
     CommandTimeout,
+    ConfigError,
     JobTimeout,
     ProcessExited,
     QueueMode,
     StreamingBehavior,
+    WriteTimeout,
 )
 from mule.pirc._config import (
     DEFAULT_MAX_LINE_BYTES,
+    DEFAULT_MAX_LINE_DEPTH,
     BridgeConfig,
     ThinkingOption,
     default_pi_executable,
@@ -32,13 +35,14 @@ from mule.pirc._events import (
     PiMessage,
     QueueUpdate,
 )
-from mule.pirc._framing import FrameStats, LineFramer, parse_record
+from mule.pirc._framing import FrameStats, LineError, LineFramer, decode_line, parse_record
 from mule.pirc._job_handle import Job
 from mule.pirc._mapper import EventMapper
 from mule.pirc._subscription import Subscription
 
 __all__ = [
     "DEFAULT_MAX_LINE_BYTES",
+    "DEFAULT_MAX_LINE_DEPTH",
     "AgentEnd",
     "AutoRetryEnd",
     "AutoRetryStart",
@@ -52,6 +56,7 @@ __all__ = [
     "CommandTimeout",
     "CompactionEnd",
     "CompactionStart",
+    "ConfigError",
     "EventBuffer",
     "EventCallback",
     "EventMapper",
@@ -61,6 +66,7 @@ __all__ = [
     "Job",
     "JobResult",
     "JobTimeout",
+    "LineError",
     "LineFramer",
     "OtherPiEvent",
     "PassThroughEvent",
@@ -71,6 +77,8 @@ __all__ = [
     "StreamingBehavior",
     "Subscription",
     "ThinkingOption",
+    "WriteTimeout",
+    "decode_line",
     "default_pi_executable",
     "parse_record",
 ]

@@ -57,6 +57,8 @@ from mule.pirc._subscription import Subscribers, Subscription
 
 log = logging.getLogger("mule.pirc")
 
+KILL_GRACE_S = 2.0  # after SIGKILL: the kernel reaps at once unless the child is stuck in a syscall
+
 EventCallback = Callable[[BridgeEvent], Awaitable[None] | None]
 
 
@@ -70,6 +72,7 @@ class BridgeStats:
     unmatched_responses: int = 0
     ui_timeouts: int = 0
     stderr_lines: int = 0
+    handler_errors: int = 0
 
 
 @final
@@ -129,9 +132,11 @@ class Bridge(SessionCommands):
         framer = LineFramer(self.config.max_line_bytes, self.stats.frames)
         self._tg = anyio.create_task_group()
         await self._tg.__aenter__()
+        # The exit waiter comes first and never depends on the readers: whatever they meet,
+        # pi's exit is seen, its job ended and `process_done` set.
+        self._tg.start_soon(self._wait_exit, process)
         self._tg.start_soon(process.read_stdout, framer, self._handle_line)
         self._tg.start_soon(process.read_stderr, self._count_stderr_line)
-        self._tg.start_soon(self._wait_exit, process)
 
     async def aclose(self) -> None:
         """Stop pi (see `stop`) and end the bridge's background tasks."""
@@ -142,38 +147,57 @@ class Bridge(SessionCommands):
             if tg is not None:
                 tg.cancel_scope.cancel()
                 await tg.__aexit__(None, None, None)
+            if self._process is not None:
+                with anyio.CancelScope(shield=True):
+                    await self._process.close_streams()
 
     async def stop(self) -> int | None:
         """Shut pi down: abort if running, close stdin, wait, SIGTERM, then SIGKILL.
 
-        Always reaps the child; returns its exit code.
+        Reaps the child and returns its exit code. Bounded whatever pi does (ignores stdin,
+        signals or its pipes): at most about `abort_grace + 2 * stop_grace + 2 * KILL_GRACE_S`.
         """
         proc = self._process
         if proc is None:
             return None
-        cfg = self.config
         with anyio.CancelScope(shield=True):
             if not self._stopping and not self.process_done.is_set():
                 self._stopping = True
-                job = self._job
-                if job is not None and not job.done.is_set():
-                    try:
-                        await self.abort(time_limit=cfg.abort_grace)
-                    except BridgeError as exc:
-                        log.info("abort during stop failed: %s", exc)
-                await proc.close_stdin()
-                with anyio.move_on_after(cfg.stop_grace):
+                await self._shutdown(proc)
+            else:  # another task is stopping pi: wait for it, as long as it can take
+                cfg = self.config
+                with anyio.move_on_after(cfg.abort_grace + 2 * cfg.stop_grace + 3 * KILL_GRACE_S):
                     await self.process_done.wait()
-                if not self.process_done.is_set():
-                    log.warning("pi did not exit after stdin closed; sending SIGTERM")
-                    proc.signal(signal.SIGTERM)
-                    with anyio.move_on_after(cfg.stop_grace):
-                        await self.process_done.wait()
-                if not self.process_done.is_set():
-                    log.warning("pi ignored SIGTERM; killing it")
-                    self.kill()
-            await self.process_done.wait()
         return self.returncode
+
+    async def _shutdown(self, proc: PiProcess) -> None:
+        cfg = self.config
+        job = self._job
+        if job is not None and not job.done.is_set():
+            with anyio.move_on_after(cfg.abort_grace):
+                try:
+                    await self.abort(time_limit=cfg.abort_grace)
+                except BridgeError as exc:
+                    log.info("abort during stop failed: %s", exc)
+        with anyio.move_on_after(cfg.stop_grace):
+            await proc.close_stdin(cfg.stop_grace)
+            await self.process_done.wait()
+        if not self.process_done.is_set():
+            log.warning("pi did not exit after stdin closed; sending SIGTERM")
+            proc.signal(signal.SIGTERM)
+            with anyio.move_on_after(cfg.stop_grace):
+                await self.process_done.wait()
+        if not self.process_done.is_set():
+            log.warning("pi ignored SIGTERM; killing it")
+            proc.signal(signal.SIGKILL)
+            with anyio.move_on_after(KILL_GRACE_S):
+                await self.process_done.wait()
+        if not self.process_done.is_set():
+            # The exit waiter is stuck (pi's stdout held open by a survivor, say): reap here.
+            rc = await proc.reap(KILL_GRACE_S)
+            log.error("pi's exit was not observed in time (reaped: %s); giving up on it", rc)
+            self.returncode = rc
+            await self._exited(proc)
 
     def kill(self) -> None:
         """Send SIGKILL to pi's process group now (the exit is still reaped by the bridge)."""
@@ -187,17 +211,24 @@ class Bridge(SessionCommands):
 
     async def _wait_exit(self, process: PiProcess) -> None:
         self.returncode = await process.wait()
-        self._exiting = True  # from now on publishing never waits for consumers
-        reason = self._exit_reason = process.exit_reason()
-        log.info("%s", reason)
-        self._pending.release_all()
-        for scope in self._ui_timers.values():
-            scope.cancel()
-        job = self._job
-        if job is not None and not job.done.is_set():
-            await self._feed(job, ProcessGone(reason))
-        self._subscribers.end_all()
-        self.process_done.set()
+        await self._exited(process)
+
+    async def _exited(self, process: PiProcess) -> None:
+        if self.process_done.is_set():
+            return
+        try:
+            self._exiting = True  # from now on publishing never waits for consumers
+            reason = self._exit_reason = process.exit_reason()
+            log.info("%s", reason)
+            self._pending.release_all()
+            for scope in self._ui_timers.values():
+                scope.cancel()
+            job = self._job
+            if job is not None and not job.done.is_set():
+                await self._feed(job, ProcessGone(reason))
+            self._subscribers.end_all()
+        finally:
+            self.process_done.set()
 
     # -- reading -----------------------------------------------------------------------------
 
@@ -205,13 +236,18 @@ class Bridge(SessionCommands):
         self.stats.stderr_lines += 1
 
     async def _handle_line(self, line: bytes) -> None:
-        record = parse_record(line, self.stats.frames)
+        record = parse_record(line, self.stats.frames, self.config.max_line_depth)
         if record is None:
             return
-        if record.get("type") == "response":
-            await self._on_response(parse_response(record))
-        else:
-            await self._on_event(record)
+        try:
+            if record.get("type") == "response":
+                await self._on_response(parse_response(record))
+            else:
+                await self._on_event(record)
+        except Exception:
+            # A record no handler expected must not end the reader (and with it every job).
+            self.stats.handler_errors += 1
+            log.exception("pi stdout: record not handled: %.200r", line)
 
     async def _on_response(self, r: Response) -> None:
         if r.id is not None and r.id in self._barriers:
@@ -398,7 +434,7 @@ class Bridge(SessionCommands):
         if self.process_done.is_set():
             raise ProcessExited(self._exit_reason or "pi exited", self.returncode)
         line = json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n"
-        await proc.send(line.encode())
+        await proc.send(line.encode(), self.config.write_timeout)
 
     async def abort(self, time_limit: float | None = None) -> None:
         """Abort the running job; pi answers after the aborted run's `agent_end`."""

@@ -51,6 +51,23 @@ class BridgeError(Exception):
 
 
 @final
+class ConfigError(BridgeError, ValueError):
+    """A `BridgeConfig` that must not start pi (e.g. a value that looks like an option)."""
+
+
+@final
+class WriteTimeout(BridgeError):
+    """pi did not take a command from its stdin within `write_timeout`: it no longer reads.
+
+    The stream may hold part of a line, so the bridge writes nothing more to it.
+    """
+
+    def __init__(self, timeout: float) -> None:
+        self.timeout = timeout
+        super().__init__(f"pi did not read its stdin within {timeout:g} s")
+
+
+@final
 class CommandFailed(BridgeError):
     """pi answered a command with `success: false`; `error` is pi's text."""
 
@@ -124,11 +141,13 @@ __all__ = [
     "BridgeError",
     "CommandFailed",
     "CommandTimeout",
+    "ConfigError",
     "JobTimeout",
     "ProcessExited",
     "QueueMode",
     "Response",
     "StreamingBehavior",
+    "WriteTimeout",
     "new_id",
     "parse_response",
 ]

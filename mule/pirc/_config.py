@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from collections.abc import Mapping
 from pathlib import Path
@@ -10,9 +11,15 @@ from typing import Literal, TypeAlias, final
 
 from attrs import field, frozen
 
+from mule.pirc._commands import ConfigError
+from mule.pirc._framing import DEFAULT_DEPTH
+
 ThinkingOption: TypeAlias = Literal["off", "minimal", "low", "medium", "high", "xhigh"]
 
 DEFAULT_MAX_LINE_BYTES = 8 * 1024 * 1024
+DEFAULT_MAX_LINE_DEPTH = DEFAULT_DEPTH
+# A value pi's argument parser could read as an option: `-x`, `--x`, `--x=y` ("- x" is text).
+_FLAG_LIKE = re.compile(r"-{1,2}[A-Za-z0-9]")
 _LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
@@ -56,12 +63,17 @@ class BridgeConfig:
     env: Mapping[str, str] = field(factory=dict)
     inherit_env: bool = True
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
+    max_line_depth: int = DEFAULT_MAX_LINE_DEPTH
     event_buffer: int = 100
     command_timeout: float = 30.0
     job_timeout: float = 300.0
     ui_timeout: float | None = 300.0
+    write_timeout: float = 10.0
     stop_grace: float = 5.0
     abort_grace: float = 2.0
+
+    def __attrs_post_init__(self) -> None:
+        check_argv_values(self)
 
     def argv(self) -> list[str]:
         """Return the child's command line (never holds the API key)."""
@@ -109,4 +121,36 @@ class BridgeConfig:
         return env
 
 
-__all__ = ["DEFAULT_MAX_LINE_BYTES", "BridgeConfig", "ThinkingOption", "default_pi_executable"]
+def check_argv_values(config: BridgeConfig) -> None:
+    """Refuse values that would reach pi's argv looking like an option (`ConfigError`).
+
+    pi 0.73.1 reads an option's value verbatim, but a value such as `--extension=x.ts` must not
+    depend on that: per-job overrides come from clients. `extra_args` are options by design.
+    """
+    named: list[tuple[str, str | None]] = [
+        ("provider", config.provider),
+        ("model", config.model),
+        ("thinking", config.thinking),
+        ("system_prompt", config.system_prompt),
+    ]
+    named += [("tools", t) for t in config.tools or ()]
+    named += [("extensions", e) for e in config.extensions]
+    named += [("append_system_prompt", a) for a in config.append_system_prompt]
+    for name, value in named:
+        if value is not None and _FLAG_LIKE.match(value):
+            raise ConfigError(f"{name} value {value[:40]!r} looks like a command-line option")
+    for tool in config.tools or ():
+        if not tool or "," in tool or tool != tool.strip():
+            raise ConfigError(f"tools value {tool[:40]!r} is not a tool name")
+    if not config.provider or not config.model:
+        raise ConfigError("provider and model must be non-empty")
+
+
+__all__ = [
+    "DEFAULT_MAX_LINE_BYTES",
+    "DEFAULT_MAX_LINE_DEPTH",
+    "BridgeConfig",
+    "ThinkingOption",
+    "check_argv_values",
+    "default_pi_executable",
+]

@@ -1,12 +1,19 @@
-"""Strict JSONL framing of pi's stdout: only LF ends a record, oversize records are skipped."""
+"""Strict JSONL framing of pi's stdout: only LF ends a record, oversize records are skipped.
+
+Decoding is bounded too: a record nested deeper than a limit is refused before `json.loads`
+sees it (Python's decoder and every walker after it recurse), with a typed `LineError`.
+"""
 
 from __future__ import annotations
 
 import json
 import logging
-from typing import Any, final
+import re
+from typing import Any, Final, Literal, TypeAlias, final
 
 from attrs import define
+
+from mule.pirc._commands import BridgeError
 
 log = logging.getLogger("mule.pirc")
 
@@ -20,6 +27,7 @@ class FrameStats:
     oversize_lines: int = 0
     oversize_bytes: int = 0
     bad_lines: int = 0
+    deep_lines: int = 0
 
 
 @final
@@ -102,23 +110,83 @@ class LineFramer:
         return line
 
 
-def parse_record(line: bytes, stats: FrameStats | None = None) -> dict[str, Any] | None:
+DEFAULT_DEPTH: Final = 256
+
+LineProblem: TypeAlias = Literal["json", "not_object", "too_deep"]
+
+# A JSON string (skipped whole) or one bracket: the depth scan's tokens.
+_DEPTH_TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*"|[\[\]{}]')
+
+
+@final
+class LineError(BridgeError, ValueError):
+    """A record that is not a JSON object mule will decode; `problem` says why."""
+
+    def __init__(self, problem: LineProblem, detail: str) -> None:
+        self.problem: LineProblem = problem
+        super().__init__(detail)
+
+
+def nesting_exceeds(line: bytes, limit: int) -> bool:
+    """Whether JSON text `line` nests arrays and objects more than `limit` deep.
+
+    Most records have fewer brackets than the limit in all, which settles it with two C-speed
+    counts; only the others are scanned (brackets inside strings do not count).
+    """
+    if line.count(b"[") + line.count(b"{") <= limit:
+        return False
+    depth = 0
+    for m in _DEPTH_TOKEN.finditer(line):
+        c = m.group()
+        if c in b"[{" and len(c) == 1:
+            depth += 1
+            if depth > limit:
+                return True
+        elif c in b"]}" and len(c) == 1:
+            depth -= 1
+    return False
+
+
+def decode_line(line: bytes, max_depth: int = DEFAULT_DEPTH) -> dict[str, Any]:
+    """Decode one record as a JSON object, or raise `LineError` (never anything else)."""
+    if nesting_exceeds(line, max_depth):
+        raise LineError("too_deep", f"nested deeper than {max_depth} levels")
+    try:
+        value = json.loads(line)
+    except RecursionError:  # cannot happen below the limit; kept typed whatever the stack
+        raise LineError("too_deep", "nested too deeply to decode") from None
+    except ValueError as exc:  # UnicodeDecodeError and JSONDecodeError both land here
+        raise LineError("json", f"unparsable line ({exc})") from None
+    if not isinstance(value, dict):
+        raise LineError("not_object", "not a JSON object")
+    return value
+
+
+def parse_record(
+    line: bytes, stats: FrameStats | None = None, max_depth: int = DEFAULT_DEPTH
+) -> dict[str, Any] | None:
     """Decode one record as a JSON object; log, count and return None for anything else."""
     if not line.strip():
         return None
     try:
-        value = json.loads(line)
-    except ValueError as exc:  # UnicodeDecodeError and JSONDecodeError both land here
+        return decode_line(line, max_depth)
+    except LineError as exc:
         if stats is not None:
-            stats.bad_lines += 1
-        log.error("pi stdout: unparsable line (%s): %.200r", exc, line)
+            if exc.problem == "too_deep":
+                stats.deep_lines += 1
+            else:
+                stats.bad_lines += 1
+        log.error("pi stdout: %s: %.200r", exc, line)
         return None
-    if not isinstance(value, dict):
-        if stats is not None:
-            stats.bad_lines += 1
-        log.error("pi stdout: not a JSON object: %.200r", line)
-        return None
-    return value
 
 
-__all__ = ["FrameStats", "LineFramer", "parse_record"]
+__all__ = [
+    "DEFAULT_DEPTH",
+    "FrameStats",
+    "LineError",
+    "LineFramer",
+    "LineProblem",
+    "decode_line",
+    "nesting_exceeds",
+    "parse_record",
+]

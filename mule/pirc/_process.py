@@ -19,7 +19,7 @@ from typing import Final, final
 import anyio
 from anyio.abc import Process
 
-from mule.pirc._commands import ProcessExited
+from mule.pirc._commands import ProcessExited, WriteTimeout
 from mule.pirc._config import BridgeConfig
 from mule.pirc._framing import FrameStats, LineFramer
 
@@ -39,6 +39,7 @@ class PiProcess:
         self._write_lock = anyio.Lock()
         self._stdout_eof = anyio.Event()
         self._stderr_tail: deque[str] = deque(maxlen=STDERR_TAIL_LINES)
+        self._wedged = False  # a write timed out: the stream may hold part of a line
         self.returncode: int | None = None
 
     @classmethod
@@ -63,29 +64,60 @@ class PiProcess:
         """The child's process id."""
         return self._process.pid
 
-    async def send(self, data: bytes) -> None:
-        """Write bytes to pi's stdin; raise `ProcessExited` if it no longer reads."""
+    async def send(self, data: bytes, limit: float) -> None:
+        """Write bytes to pi's stdin within `limit` s (lock wait included).
+
+        Raises `ProcessExited` if pi no longer reads or is gone, `WriteTimeout` if it stopped
+        reading; after a timeout every later write fails at once (the stream may hold part of a
+        line).
+        """
         stdin = self._process.stdin
         if stdin is None:
             raise ProcessExited("pi is not running")
-        async with self._write_lock:
-            try:
-                await stdin.send(data)
-            except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
-                raise ProcessExited(f"cannot write to pi: {exc!r}", self.returncode) from exc
+        if self._wedged:
+            raise WriteTimeout(limit)
+        with anyio.move_on_after(limit) as scope:
+            async with self._write_lock:
+                if self._wedged:
+                    raise WriteTimeout(limit)
+                try:
+                    await stdin.send(data)
+                except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
+                    raise ProcessExited(f"cannot write to pi: {exc!r}", self.returncode) from exc
+                return
+        if scope.cancelled_caught:
+            self._wedged = True
+            log.error("pi did not read its stdin within %g s; writing no more", limit)
+        raise WriteTimeout(limit)
 
-    async def close_stdin(self) -> None:
-        """Close pi's stdin (its cue to exit), after any write under way."""
+    async def close_stdin(self, limit: float) -> None:
+        """Close pi's stdin (its cue to exit), after any write under way, within `limit` s.
+
+        A write stuck on a full pipe holds the lock: the stream is closed without it then.
+        """
         stdin = self._process.stdin
         if stdin is None:
             return
-        async with self._write_lock:
-            with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
-                await stdin.aclose()
+        with anyio.move_on_after(limit):
+            async with self._write_lock:
+                with contextlib.suppress(
+                    anyio.BrokenResourceError, anyio.ClosedResourceError, OSError
+                ):
+                    await stdin.aclose()
+                return
+        self._wedged = True
+        with (
+            anyio.move_on_after(limit),
+            contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError, OSError),
+        ):
+            await stdin.aclose()
 
     def signal(self, sig: signal.Signals) -> None:
-        """Send `sig` to pi's process group, unless pi is already reaped."""
-        if self.returncode is not None:
+        """Send `sig` to pi's process group, unless pi is already reaped.
+
+        Once reaped, its pid (and group id) may belong to another process: never signal it.
+        """
+        if self.returncode is not None or self._process.returncode is not None:
             return
         try:
             os.killpg(self._process.pid, sig)
@@ -109,6 +141,11 @@ class PiProcess:
                 await on_line(tail)
         except (anyio.BrokenResourceError, anyio.ClosedResourceError):
             pass
+        except Exception:
+            # Nothing more can be read: kill pi so the exit path ends its jobs (typed) and
+            # nobody waits on output that will never be handled.
+            log.exception("pi stdout reader failed; killing pi")
+            self.signal(signal.SIGKILL)
         finally:
             self._stdout_eof.set()
 
@@ -126,6 +163,35 @@ class PiProcess:
                     log.info("pi stderr: %s", text)
         except (anyio.BrokenResourceError, anyio.ClosedResourceError):
             pass
+        except Exception:  # a logging failure must not take the exit waiter down with it
+            log.exception("pi stderr reader failed")
+
+    async def close_streams(self) -> None:
+        """Close all three pipes (after the readers stopped): no descriptor outlives the bridge.
+
+        A reaped child's `Process.aclose()` closes the pipes' transports too (a grandchild may
+        still hold stdout open) and returns at once; it is not used before, as it would wait for
+        the child without a bound.
+        """
+        if self.returncode is not None or self._process.returncode is not None:
+            with anyio.move_on_after(1.0):
+                await self._process.aclose()
+            return
+        streams = (self._process.stdin, self._process.stdout, self._process.stderr)
+        for stream in streams:
+            if stream is None:
+                continue
+            with (
+                anyio.move_on_after(1.0),
+                contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError, OSError),
+            ):
+                await stream.aclose()
+
+    async def reap(self, limit: float) -> int | None:
+        """Wait up to `limit` s for the child to be reaped; return its exit code or None."""
+        with anyio.move_on_after(limit):
+            self.returncode = await self._process.wait()
+        return self.returncode
 
     async def wait(self) -> int:
         """Reap pi, then give its stdout a moment to reach EOF; return the exit code."""

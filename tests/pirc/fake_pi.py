@@ -8,6 +8,10 @@ The scenario comes from `FAKE_PI_SCENARIO`:
     exit     write to stderr and exit with code 3 after the first command
     hang     never answer and ignore SIGTERM (only SIGKILL ends it)
     ui       `prompt` opens a confirm dialog and reports the answer as an event
+    deep     like ok, but the run is preceded by a line nested 100,000 deep and one 300 deep
+    deaf     never reads stdin, ignores SIGTERM, and leaves a grandchild in its own session
+             holding stdout open (its pid on stderr as `grandchild=PID`): nothing but SIGKILL
+             and a bounded wait ends it
 `get_state` data includes the argv and whether the key env var is set, so tests can check them.
 """
 
@@ -78,7 +82,23 @@ def run(text: str) -> None:
     out({"type": "agent_end", "messages": [user, msg]})
 
 
+def deaf() -> None:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    pid = os.fork()
+    if pid == 0:  # the grandchild: out of pi's process group, stdout inherited
+        os.setsid()
+        os.close(0)  # like a tool's child: stdin not inherited, stdout (pi's pipe) held open
+        time.sleep(60)
+        os._exit(0)
+    sys.stderr.write(f"deaf: grandchild={pid}\n")
+    sys.stderr.flush()
+    while True:
+        time.sleep(1)
+
+
 def main() -> None:
+    if SCENARIO == "deaf":
+        deaf()
     if SCENARIO == "hang":
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         sys.stderr.write("hang: ignoring SIGTERM\n")  # tests wait for this before timing out
@@ -122,6 +142,10 @@ def main() -> None:
                 out({"type": "response", "command": "nothing_sent", "success": True})
                 out({"type": "response", "id": "nobody", "command": "get_state", "success": True})
                 run("line\u2028sep\u2029end")
+            elif SCENARIO == "deep":
+                raw(b'{"type":"message_update","x":' + b"[" * 100_000 + b"]" * 100_000 + b"}\n")
+                raw(b'{"type":"message_update","x":' + b"[" * 300 + b"]" * 300 + b"}\n")
+                run("survived")
             elif SCENARIO == "ui":
                 out({"type": "agent_start"})
                 out(

@@ -1,0 +1,167 @@
+"""Issue 17 defects 1 and 4 and argv values: deep lines, a child that stops reading, reaped pids.
+
+Each test reproduces a defect that once hung or crashed the bridge; each wait is bounded by
+`anyio.fail_after`, so a regression fails instead of hanging.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from mule.pirc import (
+    Bridge,
+    BridgeConfig,
+    ConfigError,
+    LineError,
+    WriteTimeout,
+    decode_line,
+)
+from mule.pirc._framing import nesting_exceeds, parse_record
+from tests.pirc.helpers import assert_reaped
+
+FAKE = str(Path(__file__).parent / "pirc" / "fake_pi.py")
+
+
+def cfg(scenario: str, **kw: Any) -> BridgeConfig:
+    base: dict[str, Any] = {
+        "provider": "local",
+        "model": "fake",
+        "executable": FAKE,
+        "env": {"FAKE_PI_SCENARIO": scenario},
+        "command_timeout": 5.0,
+        "stop_grace": 0.5,
+        "abort_grace": 0.5,
+    }
+    base.update(kw)
+    return BridgeConfig(**base)
+
+
+def test_deep_line_is_a_typed_error_not_a_recursion_error() -> None:
+    """A line nested 100,000 deep raises LineError('too_deep'); the limit is exact."""
+    with pytest.raises(LineError) as info:
+        decode_line(b"[" * 100_000)
+    assert info.value.problem == "too_deep"
+    at_limit = b'{"a":' + b"[" * 255 + b"]" * 255 + b"}"
+    assert decode_line(at_limit, 256)["a"]
+    with pytest.raises(LineError, match="deeper than 256"):
+        decode_line(b'{"a":' + b"[" * 256 + b"]" * 256 + b"}", 256)
+    # brackets inside strings (escaped quotes included) are text, not nesting
+    text = b'{"s":"\\"' + b"[" * 1000 + b'"}'
+    assert not nesting_exceeds(text, 256)
+    assert decode_line(text)["s"].startswith('"[')
+    stats_bad = parse_record(b"[" * 5000)
+    assert stats_bad is None
+
+
+@pytest.mark.anyio
+async def test_deep_line_from_pi_is_skipped_and_the_job_completes() -> None:
+    """Defect 1: the reader used to die of RecursionError, and stop() then hung forever."""
+    with anyio.fail_after(20):
+        async with Bridge(cfg("deep")) as b:
+            result = await b.run("go")
+            stats = b.stats
+    assert (result.outcome, result.text) == ("completed", "survived")
+    assert stats.frames.deep_lines == 2
+    assert stats.handler_errors == 0
+    assert_reaped(b.pid)
+
+
+async def _grandchild(b: Bridge) -> int:
+    """Return the fake's stray grandchild pid, read from its stderr."""
+    proc = b._process
+    assert proc is not None
+    for _ in range(2000):  # bounded poll: the stderr line has no event of its own
+        for line in proc._stderr_tail:
+            m = re.search(r"grandchild=(\d+)", line)
+            if m:
+                return int(m.group(1))
+        await anyio.sleep(0.01)
+    raise AssertionError("the fake never reported its grandchild")
+
+
+@pytest.mark.anyio
+async def test_stop_is_bounded_when_pi_ignores_stdin_sigterm_and_its_stdout() -> None:
+    """Defect 4 and 17.1: writes have deadlines; stop() escalates to SIGKILL and returns."""
+    config = cfg("deaf", write_timeout=0.5)
+    b = Bridge(config)
+    grandchild = 0
+    try:
+        with anyio.fail_after(30):
+            async with b:
+                grandchild = await _grandchild(b)
+                with pytest.raises(WriteTimeout):
+                    await b.prompt("x" * 1_000_000)  # far past the 64 KB pipe buffer
+                with pytest.raises(WriteTimeout):  # the stream may hold half a line
+                    await b.get_state()
+                started = time.monotonic()
+                rc = await b.stop()
+                took = time.monotonic() - started
+    finally:
+        if grandchild:
+            os.kill(grandchild, signal.SIGKILL)
+    assert rc == -signal.SIGKILL
+    bound = config.abort_grace + 2 * config.stop_grace + 4 * 2.0
+    assert took < bound, took
+    assert_reaped(b.pid)
+    job = b.job
+    assert job is not None
+    assert job.done.is_set()
+
+
+@pytest.mark.anyio
+async def test_signals_never_reach_a_reaped_pid(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Once pi is reaped its pid may be another process's: kill() must not killpg it."""
+    calls: list[int] = []
+    real = os.killpg
+
+    def recording_killpg(pid: int, sig: int) -> None:
+        calls.append(pid)
+        real(pid, sig)
+
+    with anyio.fail_after(20):
+        async with Bridge(cfg("ok")) as b:
+            await b.get_state()
+            monkeypatch.setattr(os, "killpg", recording_killpg)
+            b.kill()
+            assert await b.wait_exit() == -signal.SIGKILL
+            b.kill()
+            b.kill()
+    assert calls == [b.pid]
+    assert_reaped(b.pid)
+
+
+@pytest.mark.parametrize(
+    "override",
+    [
+        {"model": "--extension=/tmp/evil.ts"},
+        {"provider": "-e"},
+        {"thinking": "--help"},
+        {"tools": ("read", "--no-tools")},
+        {"tools": ("read,bash",)},
+        {"extensions": ("-x.ts",)},
+        {"system_prompt": "--extension=/tmp/evil.ts"},
+        {"append_system_prompt": ("-e", "x")},
+        {"model": ""},
+    ],
+)
+def test_argv_values_that_look_like_options_are_refused(override: dict[str, Any]) -> None:
+    """Per-job overrides reach pi's argv: a flag-like value is a ConfigError (a ValueError)."""
+    with pytest.raises(ConfigError):
+        cfg("ok", **override)
+    with pytest.raises(ValueError, match=r"option|non-empty|tool name"):
+        cfg("ok", **override)
+
+
+def test_text_that_starts_with_a_dash_is_still_text() -> None:
+    """A system prompt such as "- be terse" is not an option; extra_args are options."""
+    c = cfg("ok", system_prompt="- be terse", extra_args=("--verbose",), tools=("read",))
+    assert "- be terse" in c.argv()
+    assert c.argv()[-1] == "--verbose"
