@@ -149,12 +149,12 @@ async def echo(x: int) -> str:
     return echo_text({"x": x})
 
 
-def _core_echo() -> fx.MuleTool:
-    """Return the same tool in the core's Result form (the gate validated the arguments)."""
+def _core_echo() -> fx.PreparePort:
+    """Return the same tool's prepare port in the core's Result form (the gate validated)."""
 
     async def prepare(
         call: ToolCall, signal: AbortSignal
-    ) -> Result[fx.MuleToolPreparation, fx.MuleError]:
+    ) -> Result[fx.MuleCallPreparation, fx.MuleError]:
         text = echo_text(call.arguments)
 
         async def execute(
@@ -163,12 +163,13 @@ def _core_echo() -> fx.MuleTool:
             result = fx.MuleToolResult(content=(TextContent(text),))
             yield Success(fx.MuleToolExecutionPart("result", result))
 
-        return Success(fx.MuleToolPrepared(execute))
+        return Success(fx.MulePreparedCall(execute))
 
-    return fx.MuleTool(descriptor=Tool("echo", "Echo the number.", SCHEMA), prepare=prepare)
+    return prepare
 
 
-CORE_ECHO = _core_echo()
+CORE_ECHO = fx.MuleToolDeclaration(descriptor=Tool("echo", "Echo the number.", SCHEMA))
+CORE_ECHO_PREPARE = _core_echo()
 
 # -- the listeners -----------------------------------------------------------------------------
 
@@ -235,14 +236,15 @@ async def run_promise(script: tuple[Turn, ...], yield_now: YieldNow) -> Record:
 async def run_effects(script: tuple[Turn, ...], yield_now: YieldNow) -> Record:
     """One run through `mule.effects.run` (the Result root)."""
     rec = Record()
-    inp = fx.MuleRunInput(
+    inp = fx.MulePortsInput(
         model=MODEL,
         system_prompt="bench",
         messages=PROMPT,
         stream=stream_for(script, yield_now),
         tools=(CORE_ECHO,),
+        ports=fx.Ports(emit=core_listener_for(rec), prepare_tool=CORE_ECHO_PREPARE),
     )
-    result = await fx.run(inp, core_listener_for(rec))
+    result = await fx.run(inp)
     if not isinstance(result, Success):
         raise AssertionError(f"mule.effects.run failed: {result}")
     rec.final_text = _final_text(result.unwrap().message)

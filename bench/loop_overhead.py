@@ -26,11 +26,13 @@ from returns.result import Result, Success
 from mule.effects import (
     MuleError,
     MuleEvent,
-    MuleRunInput,
-    MuleTool,
+    MulePortsInput,
+    MulePreparedCall,
+    MuleToolDeclaration,
     MuleToolExecutionPart,
-    MuleToolPrepared,
     MuleToolResult,
+    Ports,
+    PreparePort,
     run,
 )
 from mule.pi import (
@@ -71,19 +73,22 @@ async def _work(n: int) -> MuleToolResult:
     return MuleToolResult(content=(TextContent(f"done {n}"),))
 
 
-def mule_tool() -> MuleTool:
-    """Return the workload's tool in mule's core form."""
+TOOL = MuleToolDeclaration(descriptor=Tool("work", "work", PARAMS))
 
-    async def prepare(call: ToolCall, signal: AbortSignal) -> Result[MuleToolPrepared, MuleError]:
+
+def mule_prepare() -> PreparePort:
+    """Return the workload's tool door in mule's core form."""
+
+    async def prepare(call: ToolCall, signal: AbortSignal) -> Result[MulePreparedCall, MuleError]:
         async def execute(
             signal: AbortSignal,
         ) -> AsyncIterator[Result[MuleToolExecutionPart, MuleError]]:
             n = call.arguments.get("n")
             yield Success(MuleToolExecutionPart("result", await _work(int(str(n)))))
 
-        return Success(MuleToolPrepared(execute))
+        return Success(MulePreparedCall(execute))
 
-    return MuleTool(descriptor=Tool("work", "work", PARAMS), prepare=prepare)
+    return prepare
 
 
 async def run_mule(turns: int, deltas: int) -> int:
@@ -95,14 +100,15 @@ async def run_mule(turns: int, deltas: int) -> int:
         count += 1
         return _OK
 
-    inp = MuleRunInput(
+    inp = MulePortsInput(
         model=MODEL,
         system_prompt="bench",
         messages=(UserMessage("go", 0),),
         stream=ScriptedModel(script(turns, deltas)),
-        tools=(mule_tool(),),
+        tools=(TOOL,),
+        ports=Ports(emit=listener, prepare_tool=mule_prepare()),
     )
-    result = await run(inp, listener)
+    result = await run(inp)
     assert isinstance(result, Success), result
     return count
 

@@ -18,15 +18,21 @@ from hypothesis import strategies as st
 from returns.result import Result, Success
 
 import mule.promise as promise
-from mule.effects import INTERRUPTED_UNSAFE, MuleResume, MuleRunInput
+from mule.effects import (
+    INTERRUPTED_UNSAFE,
+    MuleCallPreparation,
+    MulePortsInput,
+    MulePreparedCall,
+    MuleResume,
+    MuleToolDeclaration,
+    Ports,
+    PreparePort,
+)
+from mule.effects import run as effects_run
 from mule.effects._errors import MuleError
 from mule.effects._events import MessageEnd, MuleEvent, ToolExecutionStart
-from mule.effects._run import run as effects_run
 from mule.effects._tools import (
-    MuleTool,
     MuleToolExecutionPart,
-    MuleToolPreparation,
-    MuleToolPrepared,
     MuleToolResult,
     ToolCompleted,
     ToolPending,
@@ -218,7 +224,7 @@ async def test_message_update_is_stored_without_snapshots(journal: Journal) -> N
 # -- the ordering guarantee ------------------------------------------------------------------
 
 
-def _probe_tool(db: Path, seen: list[tuple[str, bool]]) -> MuleTool:
+def _probe_prepare(db: Path, seen: list[tuple[str, bool]]) -> PreparePort:
     """Return a tool checking, from a second connection, that its start was committed."""
 
     def durable(cid: str) -> bool:
@@ -230,7 +236,7 @@ def _probe_tool(db: Path, seen: list[tuple[str, bool]]) -> MuleTool:
 
     async def prepare(
         call: ToolCall, signal: AbortSignal
-    ) -> Result[MuleToolPreparation, MuleError]:
+    ) -> Result[MuleCallPreparation, MuleError]:
         seen.append(("prepare", durable(call.id)))
 
         async def execute(
@@ -241,9 +247,9 @@ def _probe_tool(db: Path, seen: list[tuple[str, bool]]) -> MuleTool:
                 MuleToolExecutionPart("result", MuleToolResult(content=(TextContent("ok"),)))
             )
 
-        return Success(MuleToolPrepared(execute))
+        return Success(MulePreparedCall(execute))
 
-    return MuleTool(descriptor=Tool("probe", "probe", {"type": "object"}), prepare=prepare)
+    return prepare
 
 
 @pytest.mark.anyio
@@ -253,14 +259,17 @@ async def test_tool_start_is_durable_before_the_tool_runs(tmp_path: Path) -> Non
     with Journal(db) as j:
         j.begin("r", [USER])
         seen: list[tuple[str, bool]] = []
-        inp = MuleRunInput(
+        inp = MulePortsInput(
             model=MODEL,
             system_prompt=SYSTEM,
             messages=(USER,),
             stream=ScriptedModel([reply(Call("a", "probe"), Call("b", "probe")), reply("done")]),
-            tools=(_probe_tool(db, seen),),
+            tools=(MuleToolDeclaration(descriptor=Tool("probe", "probe", {"type": "object"})),),
+            ports=Ports(
+                emit=promise.emit_port(j.listener("r")), prepare_tool=_probe_prepare(db, seen)
+            ),
         )
-        res = await effects_run(inp, j.core_listener("r"))
+        res = await effects_run(inp)
         assert isinstance(res, Success)
         assert sorted(seen) == [("execute", True)] * 2 + [("prepare", True)] * 2
 

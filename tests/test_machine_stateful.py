@@ -18,7 +18,6 @@ from hypothesis.stateful import (
     invariant,
     rule,
 )
-from returns.result import Result
 
 from mule.effects import MuleResume
 from mule.effects._errors import MuleError
@@ -73,11 +72,11 @@ from mule.effects._protocol import (
 )
 from mule.effects._state import RunConfig, RunState
 from mule.effects._tools import (
-    MuleTool,
+    MuleCallPreparation,
+    MulePreparedCall,
     MuleToolCheckpoint,
+    MuleToolDeclaration,
     MuleToolExecutionPart,
-    MuleToolPreparation,
-    MuleToolPrepared,
     MuleToolRejection,
     MuleToolResult,
     ToolCompleted,
@@ -124,12 +123,6 @@ ANSWERED = (
     Finish,
 )
 EVENTS = tuple(EVENT_TYPES.values())
-
-
-async def _no_prepare(
-    call: ToolCall, signal: AbortSignal
-) -> Result[MuleToolPreparation, MuleError]:
-    raise AssertionError("the pure machine never calls prepare")
 
 
 def _no_execute(signal: AbortSignal) -> ToolExecution:
@@ -245,9 +238,8 @@ interrupts = st.sampled_from([10**9] * 5) | st.integers(1, 40)
 def config(setup: Setup) -> RunConfig:
     """Return the machine's configuration for a drawn setup."""
     tools = {
-        name: MuleTool(
+        name: MuleToolDeclaration(
             descriptor=spec.descriptor(name),
-            prepare=_no_prepare,
             replay=spec.replay,
             execution_mode=spec.mode,
         )
@@ -736,9 +728,9 @@ class LoopMachine(RuleBasedStateMachine):
             self.give(self.failure("tool"), data)
             return
         now = self.clock(data)
-        prep: MuleToolPreparation
+        prep: MuleCallPreparation
         if kind == "prepared":
-            prep = MuleToolPrepared(_no_execute)
+            prep = MulePreparedCall(_no_execute)
             self.model.prepared_ok(i)
         else:
             terminate = data.draw(st.sampled_from([None, True, False]))

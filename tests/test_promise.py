@@ -15,17 +15,13 @@ import mule
 from mule.effects import (
     MuleError,
     MuleEvent,
+    Ports,
+    PreparePort,
     event_to_wire,
 )
-from mule.effects import (
-    MuleRunInput as CoreInput,
-)
-from mule.effects import (
-    MuleTool as CoreTool,
-)
-from mule.effects import (
-    MuleToolPrepared as CorePrepared,
-)
+from mule.effects import MulePortsInput as CoreInput
+from mule.effects import MulePreparedCall as CorePrepared
+from mule.effects import MuleToolDeclaration as CoreTool
 from mule.effects import run as run_core
 from mule.pi import (
     AbortController,
@@ -101,7 +97,7 @@ def _echo_tool(order: _Order) -> MuleTool:
     return MuleTool(descriptor=ECHO, prepare=prepare)
 
 
-def _core_echo_tool(order: _Order) -> CoreTool:
+def _core_echo_prepare(order: _Order) -> PreparePort:
     async def prepare(call: ToolCall, signal: AbortSignal) -> Result[CorePrepared, MuleError]:
         async def execute(
             signal: AbortSignal,
@@ -112,7 +108,7 @@ def _core_echo_tool(order: _Order) -> CoreTool:
 
         return Success(CorePrepared(execute))
 
-    return CoreTool(descriptor=ECHO, prepare=prepare)
+    return prepare
 
 
 def _script() -> list[Reply]:
@@ -158,9 +154,10 @@ async def test_both_roots_give_identical_events_and_outcomes() -> None:
         system_prompt="sys",
         messages=(UserMessage("hi", 1),),
         stream=ScriptedModel(_script(), clock=_fixed_clock),
-        tools=(_core_echo_tool(second),),
+        tools=(CoreTool(descriptor=ECHO),),
+        ports=Ports(emit=listener, prepare_tool=_core_echo_prepare(second)),
     )
-    res = await run_core(core, listener)
+    res = await run_core(core)
     assert isinstance(res, Success)
     assert [_normal(e) for e in promise_events] == [_normal(e) for e in core_events]
     assert out.status == res.unwrap().status == "completed"
@@ -529,8 +526,9 @@ def test_result_listener_failure_is_a_value_in_the_core() -> None:
             system_prompt="s",
             messages=(UserMessage("hi", 1),),
             stream=ScriptedModel([reply("x")]),
+            ports=Ports(emit=listener),
         )
-        return await run_core(core, listener)
+        return await run_core(core)
 
     res = anyio.run(main)
     assert isinstance(res, Failure)

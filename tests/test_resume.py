@@ -14,7 +14,18 @@ from hypothesis import strategies as st
 from returns.result import Failure, Result, Success
 
 import mule.promise as promise
-from mule.effects import INTERRUPTED_UNSAFE, MuleResume, MuleRunInput, MuleRunOutcome
+from mule.effects import (
+    INTERRUPTED_UNSAFE,
+    MuleCallPreparation,
+    MulePortsInput,
+    MulePreparedCall,
+    MuleResume,
+    MuleRunOutcome,
+    MuleToolDeclaration,
+    Ports,
+    PreparePort,
+)
+from mule.effects import run as effects_run
 from mule.effects._errors import MuleError
 from mule.effects._events import (
     MessageEnd,
@@ -30,13 +41,9 @@ from mule.effects._events import (
     TurnEnd,
     TurnStart,
 )
-from mule.effects._run import run as effects_run
 from mule.effects._tools import (
-    MuleTool,
     MuleToolCheckpoint,
     MuleToolExecutionPart,
-    MuleToolPreparation,
-    MuleToolPrepared,
     MuleToolResult,
     Replay,
     ToolCompleted,
@@ -122,11 +129,17 @@ class Log:
         return [who for w, who in self.entries if w == what]
 
 
-def core_tool(name: str, log: Log, replay: Replay, terminate: bool | None = None) -> MuleTool:
-    """Return a Result-form tool answering `<name>:<call id>`."""
+def core_tool(name: str, replay: Replay) -> MuleToolDeclaration:
+    """Return the core's declaration of a tool (its door is `core_prepare`)."""
+    return MuleToolDeclaration(descriptor=Tool(name, name, {"type": "object"}), replay=replay)
 
-    async def prepare(c: ToolCall, signal: AbortSignal) -> Result[MuleToolPreparation, MuleError]:
+
+def core_prepare(log: Log, terminate: bool | None = None) -> PreparePort:
+    """Return the Result-form prepare port: every tool answers `<name>:<call id>`."""
+
+    async def prepare(c: ToolCall, signal: AbortSignal) -> Result[MuleCallPreparation, MuleError]:
         log.entries.append(("prepare", c.id))
+        name = c.name
 
         async def execute(
             s: AbortSignal,
@@ -136,13 +149,9 @@ def core_tool(name: str, log: Log, replay: Replay, terminate: bool | None = None
                 MuleToolExecutionPart("result", result(f"{name}:{c.id}", terminate=terminate))
             )
 
-        return Success(MuleToolPrepared(execute))
+        return Success(MulePreparedCall(execute))
 
-    return MuleTool(
-        descriptor=Tool(name, name, {"type": "object"}),
-        prepare=prepare,
-        replay=replay,
-    )
+    return prepare
 
 
 def promise_tool(
@@ -222,13 +231,17 @@ async def go(
             polls.append(events[-1].type)
             return Success(batches.pop(0) if batches else ())
 
-        tools = tuple(core_tool(n, log, n, terminate) for n in REPLAYS)
-        inp = MuleRunInput(
+        tools = tuple(core_tool(n, n) for n in REPLAYS)
+        inp = MulePortsInput(
             **common,  # type: ignore[arg-type]
             tools=tools,
-            get_steering_messages=steer if steering is not None else None,
+            ports=Ports(
+                emit=listen,
+                steering=steer if steering is not None else None,
+                prepare_tool=core_prepare(log, terminate),
+            ),
         )
-        res = await effects_run(inp, listen)
+        res = await effects_run(inp)
         if isinstance(res, Failure):
             return Ran(events, None, res.failure(), model, log, polls)
         return Ran(events, res.unwrap(), None, model, log, polls)

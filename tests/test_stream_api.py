@@ -14,7 +14,7 @@ import mule.effects
 from mule.effects import CONSUMER_LEFT, MuleEvent, event_to_wire
 from mule.pi import AbortController, AbortError, AbortSignal, Model, UserMessage
 from mule.pi._scripted import Call, Reply, ScriptedModel, Text, error_reply, reply
-from mule.promise._adapt import adapt_input
+from mule.promise import core_input
 
 MODEL = Model(id="m", name="M", api="scripted", provider="p", base_url="")
 
@@ -230,12 +230,12 @@ async def test_misuse_is_a_clear_error() -> None:
 
 @pytest.mark.anyio
 async def test_the_effects_root_streams_a_result() -> None:
-    async with mule.effects.stream(adapt_input(_inp())) as run:
+    async with mule.effects.stream(core_input(_inp())) as run:
         types = [event.type async for event in run]
     assert types[0] == "run_start"
     assert isinstance(run.outcome, Success)
     assert run.outcome.unwrap().status == "completed"
-    async with mule.effects.stream(adapt_input(_inp([error_reply("boom")]))) as failed:
+    async with mule.effects.stream(core_input(_inp([error_reply("boom")]))) as failed:
         ends = [e.outcome async for e in failed if e.type == "run_end"]
     assert ends == ["failed"]
     assert isinstance(failed.outcome, Failure)

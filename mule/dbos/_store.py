@@ -17,17 +17,14 @@ import anyio
 import psycopg
 from attrs import frozen
 from psycopg import sql
-from returns.result import Failure, Result, Success
 
 from mule.effects import (
-    Listener,
     MuleResume,
     event_from_record,
     event_to_record,
     from_json,
     to_json,
 )
-from mule.effects._errors import MuleError
 from mule.effects._events import MuleEvent
 from mule.journal import COMMIT_POINTS, STREAM_ONLY, Fold, fold
 from mule.pi import AbortSignal
@@ -266,19 +263,6 @@ class PgStore:
         if row is None:
             raise StoreError(f"unknown run {run_id!r}: call begin() first")
         return _Recorder(self, run_id, int(row[0]), skip, commit_at)
-
-    def core_listener(self, run_id: str, **kwargs: Any) -> Listener:
-        """Return the same recorder in the core's form (a failed write is a listener error)."""
-        record = self.listener(run_id, **kwargs)
-
-        async def listen(event: MuleEvent, signal: AbortSignal) -> Result[None, MuleError]:
-            try:
-                record(event, signal)
-            except Exception as exc:
-                return Failure(MuleError("listener", f"run store write failed: {exc}", exc))
-            return Success(None)
-
-        return listen
 
     def claim(self, run_id: str, step: str, executor: str) -> bool:
         """Claim an unsafe step before its side effect; False if it was claimed before.

@@ -36,8 +36,8 @@ from returns.result import Failure
 import mule.promise as promise
 from mule.dbos._store import PgStore, StoredEvent, follow, now_ms
 from mule.effects import INTERRUPTED_UNSAFE, from_wire, to_wire
+from mule.effects import run as run_core
 from mule.effects._events import MuleEvent
-from mule.effects._run import run as run_core
 from mule.effects._tools import MuleToolExecutionPart, MuleToolResult
 from mule.pi import AbortController, AbortError, AbortSignal
 from mule.pi._content import TextContent, ToolCall
@@ -46,7 +46,7 @@ from mule.pi._events import AssistantMessageEvent, DoneEvent, ErrorEvent, StartE
 from mule.pi._messages import AssistantMessage, Message
 from mule.pi._model import Model
 from mule.pi._stream import AssistantMessageEventStream
-from mule.promise._adapt import adapt_input, adapt_listener
+from mule.promise import core_input
 
 WORKFLOW_NAME = "mule.run"
 DEFAULT_QUEUE = "mule-runs"
@@ -332,7 +332,7 @@ async def _mule_workflow(agent: str, run_id: str) -> dict[str, Any]:
         )
         tg.start_soon(durable.watch_cancel, controller)
         tg.start_soon(_flush_every, listener, rt.store.flush_ms / 1000)
-        result = await run_core(adapt_input(wrapped), adapt_listener(listener), controller.signal)
+        result = await run_core(core_input(wrapped, listener), controller.signal)
         tg.cancel_scope.cancel()
     if isinstance(result, Failure):
         error = result.failure()

@@ -13,7 +13,7 @@ from mule.effects._codec import (
     to_wire,
     update_to_wire,
 )
-from mule.effects._errors import MuleError, MulePhase
+from mule.effects._errors import MuleError, MulePhase, MuleRunFailed
 from mule.effects._events import (
     EVENT_TYPES,
     MessageEnd,
@@ -31,19 +31,27 @@ from mule.effects._events import (
     TurnStart,
 )
 from mule.effects._identity import MuleIdentity, MuleIdentityKind
-from mule.effects._inputs import Listener, MuleRunInput
+from mule.effects._inputs import MulePortsInput
 from mule.effects._outcome import MuleCompletedTurn, MuleRunOutcome
+from mule.effects._ports import (
+    EmitPort,
+    PollPort,
+    Ports,
+    PreparePort,
+    ResolveKeyPort,
+    StopPort,
+)
 from mule.effects._resume import MuleResume
 from mule.effects._run import run, run_future
 from mule.effects._settings import MuleRunSettings, MuleStreamFunction
 from mule.effects._stream import CONSUMER_LEFT, RunStream, StreamNotEnded, stream
 from mule.effects._tools import (
     ExecutionMode,
-    MuleTool,
+    MuleCallPreparation,
+    MulePreparedCall,
     MuleToolCheckpoint,
+    MuleToolDeclaration,
     MuleToolExecutionPart,
-    MuleToolPreparation,
-    MuleToolPrepared,
     MuleToolRejection,
     MuleToolResult,
     Replay,
@@ -56,37 +64,43 @@ from mule.effects._tools import (
 __all__ = [
     "CONSUMER_LEFT",
     "EVENT_TYPES",
+    "EmitPort",
+    "ExecutionMode",
     "INTERRUPTED_UNSAFE",
     "MULE_CODEC",
-    "ExecutionMode",
-    "Listener",
     "MessageEnd",
     "MessageStart",
     "MessageUpdate",
     "ModelPrompt",
+    "MuleCallPreparation",
     "MuleCompletedTurn",
     "MuleError",
     "MuleEvent",
     "MuleIdentity",
     "MuleIdentityKind",
     "MulePhase",
+    "MulePortsInput",
+    "MulePreparedCall",
     "MuleResume",
-    "MuleRunInput",
+    "MuleRunFailed",
     "MuleRunOutcome",
     "MuleRunSettings",
     "MuleStreamFunction",
-    "MuleTool",
     "MuleToolCheckpoint",
+    "MuleToolDeclaration",
     "MuleToolExecutionPart",
-    "MuleToolPreparation",
-    "MuleToolPrepared",
     "MuleToolRejection",
     "MuleToolResult",
+    "PollPort",
+    "Ports",
+    "PreparePort",
     "Replay",
+    "ResolveKeyPort",
     "RunEnd",
     "RunStart",
     "RunStatus",
     "RunStream",
+    "StopPort",
     "StreamNotEnded",
     "ToolCompleted",
     "ToolExecution",

@@ -29,7 +29,7 @@ from mule.effects._state import (
     RunningTools,
 )
 from mule.effects._tools import (
-    MuleToolPrepared,
+    MulePreparedCall,
     MuleToolResult,
     ToolCompleted,
     ToolStarted,
@@ -207,7 +207,7 @@ def _on_tools(t: _Txn, batch: Batch, fact: Fact) -> None:
         t.clock = max(t.clock, fact.now_ms)
         i = fact.index
         prep = fact.preparation
-        if isinstance(prep, MuleToolPrepared):
+        if isinstance(prep, MulePreparedCall):
             if sequential:
                 t.phase = RunningTools(evolve(batch, running=1))
                 t.cmds.append(StartTools((i,)))

@@ -7,9 +7,11 @@ import math
 from returns.result import Failure, Result, Success
 
 from mule.effects._errors import MuleError
-from mule.effects._inputs import MuleRunInput
+from mule.effects._identity import MuleIdentity
+from mule.effects._inputs import MulePortsInput
+from mule.effects._state import RunConfig
 from mule.effects._tools import ToolCompleted, ToolPending, ToolStarted
-from mule.pi import ToolSchemaError, ToolValidator
+from mule.pi import StreamOptions, ToolSchemaError, ToolValidator
 from mule.pi._content import ToolCall
 from mule.pi._messages import (
     SUCCESS_STOP_REASONS,
@@ -23,8 +25,39 @@ def _control(message: str, cause: object | None = None) -> Failure[MuleError]:
     return Failure(MuleError("control", message, cause))
 
 
-def check_input(inp: MuleRunInput) -> Result[None, MuleError]:
-    """Return a control error for input that violates Pi's continue rules or mule's own."""
+RUN_IDENTITY = MuleIdentity("run", "run:0")
+
+
+def check_input(inp: MulePortsInput) -> Result[RunConfig, MuleError]:
+    """Return the run's config, or a control error for input that violates Pi's or mule's rules."""
+    checked = _check(inp)
+    if isinstance(checked, Failure):
+        return checked
+    ports = inp.ports
+    if inp.tools and ports.prepare_tool is None:
+        return _control("tools are declared but the ports have no prepare_tool")
+    return Success(
+        RunConfig(
+            run=RUN_IDENTITY,
+            model=inp.model,
+            system_prompt=inp.system_prompt,
+            stream_options=inp.stream_options or StreamOptions(),
+            tools={t.descriptor.name: t for t in inp.tools},
+            descriptors=tuple(t.descriptor for t in inp.tools) or None,
+            sequential=inp.tool_execution == "sequential",
+            retry=inp.retry,
+            resume=inp.resume,
+            has_key_hook=ports.resolve_key is not None,
+            has_steering=ports.steering is not None,
+            has_follow_up=ports.follow_up is not None,
+            has_stop=ports.should_stop is not None,
+            has_retry_after=inp.retry_after_ms is not None,
+            idle_timeout_ms=inp.model_stream_idle_timeout_ms,
+        )
+    )
+
+
+def _check(inp: MulePortsInput) -> Result[None, MuleError]:
     for i, m in enumerate(inp.messages):
         if type(m) not in (UserMessage, AssistantMessage, ToolResultMessage):
             return _control(f"messages[{i}] is not a Pi message: {type(m).__name__}")
@@ -79,4 +112,4 @@ def check_input(inp: MuleRunInput) -> Result[None, MuleError]:
     return Success(None)
 
 
-__all__ = ["check_input"]
+__all__ = ["RUN_IDENTITY", "check_input"]

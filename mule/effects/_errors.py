@@ -29,9 +29,38 @@ def describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
+@final
+class MuleRunFailed(Exception):
+    """A run failed; `error` is the typed `MuleError` (its phase, message and cause).
+
+    A callback may raise it too: the run then fails with exactly that `MuleError`.
+    """
+
+    def __init__(self, error: MuleError) -> None:
+        super().__init__(f"{error.phase}: {error.message}")
+        self.error = error
+        if isinstance(error.cause, BaseException):
+            self.__cause__ = error.cause
+
+    @property
+    def phase(self) -> MulePhase:
+        """The failing phase: model, tool, control or listener."""
+        return self.error.phase
+
+    @property
+    def cause(self) -> object | None:
+        """The underlying raised or failed value."""
+        return self.error.cause
+
+
 def error_from(phase: MulePhase, what: str, exc: BaseException) -> MuleError:
-    """Return the MuleError for an exception raised by `what` (its text, the exception as cause)."""
+    """Return the MuleError for an exception raised by `what` (its text, the exception as cause).
+
+    A raised `MuleRunFailed` carries the error its raiser chose: that error, exactly.
+    """
+    if isinstance(exc, MuleRunFailed):
+        return exc.error
     return MuleError(phase, f"{what}: {describe(exc)}", exc)
 
 
-__all__ = ["MuleError", "MulePhase", "describe", "error_from"]
+__all__ = ["MuleError", "MulePhase", "MuleRunFailed", "describe", "error_from"]

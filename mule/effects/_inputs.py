@@ -1,42 +1,23 @@
-"""The core's run input: settings plus Result-returning callbacks, and the listener type."""
+"""The core's run input: the shared settings, the tools' declarations and the run's ports."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from typing import TypeAlias, final
+from typing import final
 
-from attrs import frozen
-from returns.result import Result
+from attrs import field, frozen
 
-from mule.effects._errors import MuleError
-from mule.effects._events import MuleEvent
-from mule.effects._outcome import MuleCompletedTurn
+from mule.effects._ports import Ports
 from mule.effects._settings import MuleRunSettings
-from mule.effects._tools import MuleTool
-from mule.pi import AbortSignal
-from mule.pi._messages import Message
-
-Listener: TypeAlias = Callable[[MuleEvent, AbortSignal], Awaitable[Result[None, MuleError]]]
+from mule.effects._tools import MuleToolDeclaration
 
 
 @final
 @frozen(kw_only=True)
-class MuleRunInput(MuleRunSettings):
-    """Everything one run needs, with Result-returning callbacks (the core's form)."""
+class MulePortsInput(MuleRunSettings):
+    """Everything one run of the core needs: settings, tool declarations and `Ports`."""
 
-    tools: tuple[MuleTool, ...] = ()
-    resolve_api_key: (
-        Callable[[str, AbortSignal], Awaitable[Result[str | None, MuleError]]] | None
-    ) = None
-    get_steering_messages: (
-        Callable[[AbortSignal], Awaitable[Result[tuple[Message, ...], MuleError]]] | None
-    ) = None
-    get_follow_up_messages: (
-        Callable[[AbortSignal], Awaitable[Result[tuple[Message, ...], MuleError]]] | None
-    ) = None
-    should_stop_after_turn: (
-        Callable[[MuleCompletedTurn, AbortSignal], Awaitable[Result[bool, MuleError]]] | None
-    ) = None
+    tools: tuple[MuleToolDeclaration, ...] = ()
+    ports: Ports = field(factory=Ports)
 
 
-__all__ = ["Listener", "MuleRunInput"]
+__all__ = ["MulePortsInput"]

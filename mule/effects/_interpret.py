@@ -24,7 +24,7 @@ from returns.result import Failure, Result, Success
 
 from mule.effects._errors import MuleError, MulePhase, error_from
 from mule.effects._events import EVENT_TYPES, MessageUpdate, MuleEvent, RunEnd
-from mule.effects._inputs import Listener, MuleRunInput
+from mule.effects._ports import Ports
 from mule.effects._protocol import (
     AskFollowUp,
     AskRetryAfter,
@@ -59,8 +59,8 @@ from mule.effects._protocol import (
     WorkFailed,
 )
 from mule.effects._settings import MuleStreamFunction
-from mule.effects._state import RunState
-from mule.effects._tools import MuleToolExecutionPart, MuleToolPrepared
+from mule.effects._state import RunConfig, RunState
+from mule.effects._tools import MulePreparedCall, MuleToolExecutionPart, MuleToolRejection
 from mule.effects._transition import step
 from mule.pi import AbortController, AbortSignal, child_controller
 from mule.pi._events import EVENT_CLASSES
@@ -96,15 +96,18 @@ class Interpreter:
 
     def __init__(
         self,
-        inp: MuleRunInput,
+        cfg: RunConfig,
+        ports: Ports,
         stream_fn: MuleStreamFunction,
-        listener: Listener | None,
+        retry_after_ms: Callable[[AssistantMessage], float | None] | None,
         run: AbortController,
         tg: TaskGroup,
     ) -> None:
-        self.inp = inp
+        self.cfg = cfg
+        self.ports = ports
         self.stream_fn = stream_fn
-        self.listener = listener
+        self.retry_after_ms = retry_after_ms
+        self.listener = ports.emit
         self.run = run
         self.signal: AbortSignal = run.signal
         self.tg = tg
@@ -114,7 +117,7 @@ class Interpreter:
         self.detach_attempt: Any = None
         self.deadline: float | None = None
         self.last_event: object = None
-        self.prepared: dict[int, MuleToolPrepared] = {}
+        self.prepared: dict[int, MulePreparedCall] = {}
         self.names: dict[int, str] = {}
         self.tools: dict[int, _ToolRun] = {}
         self.ended = False  # `run_end` was handed out: no cancellation may follow it
@@ -122,7 +125,7 @@ class Interpreter:
         send, recv = anyio.create_memory_object_stream[Fact](math.inf)
         self.inbox_send: MemoryObjectSendStream[Fact] = send
         self.inbox: MemoryObjectReceiveStream[Fact] = recv
-        idle = inp.model_stream_idle_timeout_ms
+        idle = cfg.idle_timeout_ms
         self.idle_s: float | None = None if idle is None else idle / 1000
 
     async def drive(self, state: RunState) -> Finish | None:
@@ -238,7 +241,7 @@ class Interpreter:
         if self.idle_s is not None:
             self.deadline = anyio.current_time() + self.idle_s
         try:
-            made = self.stream_fn(self.inp.model, cmd.context, options)
+            made = self.stream_fn(self.cfg.model, cmd.context, options)
             if inspect.isawaitable(made):
                 if self.deadline is None:
                     made = await made
@@ -302,7 +305,7 @@ class Interpreter:
 
     async def _perform(self, cmd: Command) -> Fact | None:
         kind = type(cmd)
-        inp = self.inp
+        ports = self.ports
         signal = self.signal
         if kind is CallModel:
             return await self._open_model(cast(CallModel, cmd))
@@ -326,28 +329,26 @@ class Interpreter:
             await run.done.wait()
             return None
         if kind is ResolveKey:
-            assert inp.resolve_api_key is not None
+            assert ports.resolve_key is not None
             provider = cast(ResolveKey, cmd).provider
-            key = await _call("model", "resolve_api_key", inp.resolve_api_key, provider, signal)
+            key = await _call("model", "resolve_api_key", ports.resolve_key, provider, signal)
             return key if isinstance(key, WorkFailed) else KeyResolved(cast(str | None, key))
         if kind is AskSteering or kind is AskFollowUp:
-            hook = inp.get_steering_messages if kind is AskSteering else inp.get_follow_up_messages
+            hook = ports.steering if kind is AskSteering else ports.follow_up
             assert hook is not None
             name = "get_steering_messages" if kind is AskSteering else "get_follow_up_messages"
             got = await _call("control", name, hook, signal)
             return got if isinstance(got, WorkFailed) else MessagesAnswered(tuple(got))
         if kind is AskStop:
-            assert inp.should_stop_after_turn is not None
+            assert ports.should_stop is not None
             turn = cast(AskStop, cmd).turn
-            got = await _call(
-                "control", "should_stop_after_turn", inp.should_stop_after_turn, turn, signal
-            )
+            got = await _call("control", "should_stop_after_turn", ports.should_stop, turn, signal)
             return got if isinstance(got, WorkFailed) else StopAnswered(bool(got))
         if kind is AskRetryAfter:
-            assert inp.retry_after_ms is not None
+            assert self.retry_after_ms is not None
             ms: object
             try:
-                ms = inp.retry_after_ms(cast(AskRetryAfter, cmd).message)
+                ms = self.retry_after_ms(cast(AskRetryAfter, cmd).message)
             except Exception as exc:
                 return _failed("control", "retry_after_ms raised", exc)
             if ms is not None and (type(ms) is bool or not isinstance(ms, int | float)):
@@ -359,14 +360,17 @@ class Interpreter:
         raise AssertionError(f"unknown command {cmd!r}")
 
     async def _prepare(self, cmd: PrepareTool) -> Fact:
-        tool = next(t for t in self.inp.tools if t.descriptor.name == cmd.call.name)
-        what = f"prepare of tool {tool.descriptor.name}"
-        got = await _call("tool", what, tool.prepare, cmd.call, self.signal)
+        prepare = self.ports.prepare_tool
+        assert prepare is not None  # checked with the input: tools come with their door
+        what = f"prepare of tool {cmd.call.name}"
+        got = await _call("tool", what, prepare, cmd.call, self.signal)
         if isinstance(got, WorkFailed):
             return got
-        if type(got) is MuleToolPrepared:
+        if type(got) is MulePreparedCall:
             self.prepared[cmd.index] = got
             self.names[cmd.index] = cmd.call.name
+        elif type(got) is not MuleToolRejection:  # untyped ports can answer anything
+            return WorkFailed(MuleError("tool", f"{what} returned {type(got).__name__}", got))
         return ToolPrepared(cmd.index, got, now_ms())
 
     def _start_tool(self, index: int) -> None:
@@ -378,7 +382,7 @@ class Interpreter:
     async def _execute(
         self,
         index: int,
-        prepared: MuleToolPrepared,
+        prepared: MulePreparedCall,
         orders: MemoryObjectReceiveStream[str],
         done: anyio.Event,
     ) -> None:

@@ -9,7 +9,7 @@ from attrs import frozen
 from mule.effects._errors import MuleError
 from mule.effects._events import MuleEvent
 from mule.effects._outcome import MuleCompletedTurn, MuleRunOutcome
-from mule.effects._tools import MuleToolExecutionPart, MuleToolPreparation
+from mule.effects._tools import MuleCallPreparation, MuleToolExecutionPart
 from mule.pi._content import ToolCall
 from mule.pi._context import Context, StreamOptions
 from mule.pi._events import AssistantMessageEvent
@@ -61,7 +61,7 @@ class ToolPrepared:
     """A tool's `prepare` answered for call `index`."""
 
     index: int
-    preparation: MuleToolPreparation
+    preparation: MuleCallPreparation
     now_ms: int
 
 

@@ -6,42 +6,18 @@ import anyio
 from returns.future import FutureResult
 from returns.result import Failure, Result, Success
 
-from mule.effects._checks import check_input
+from mule.effects._checks import RUN_IDENTITY, check_input
 from mule.effects._errors import MuleError
 from mule.effects._identity import MuleIdentity
-from mule.effects._inputs import Listener, MuleRunInput
+from mule.effects._inputs import MulePortsInput
 from mule.effects._interpret import Interpreter, now_ms
 from mule.effects._outcome import MuleRunOutcome
 from mule.effects._protocol import Finish
 from mule.effects._settings import MuleStreamFunction
-from mule.effects._state import RunConfig
 from mule.effects._transition import initial_state
 from mule.pi import AbortController, AbortSignal, as_exception, child_controller
 from mule.pi._content import TextContent
-from mule.pi._context import StreamOptions
 from mule.pi._messages import ZERO_USAGE, AssistantMessage
-
-RUN_IDENTITY = MuleIdentity("run", "run:0")
-
-
-def _config(inp: MuleRunInput) -> RunConfig:
-    return RunConfig(
-        run=RUN_IDENTITY,
-        model=inp.model,
-        system_prompt=inp.system_prompt,
-        stream_options=inp.stream_options or StreamOptions(),
-        tools={t.descriptor.name: t for t in inp.tools},
-        descriptors=tuple(t.descriptor for t in inp.tools) or None,
-        sequential=inp.tool_execution == "sequential",
-        retry=inp.retry,
-        resume=inp.resume,
-        has_key_hook=inp.resolve_api_key is not None,
-        has_steering=inp.get_steering_messages is not None,
-        has_follow_up=inp.get_follow_up_messages is not None,
-        has_stop=inp.should_stop_after_turn is not None,
-        has_retry_after=inp.retry_after_ms is not None,
-        idle_timeout_ms=inp.model_stream_idle_timeout_ms,
-    )
 
 
 def _default_stream() -> MuleStreamFunction:
@@ -54,7 +30,7 @@ def _reason_text(reason: object) -> str:
     return str(as_exception(reason)) or "The operation was aborted"
 
 
-def _cancelled_before_start(inp: MuleRunInput, reason: object) -> MuleRunOutcome:
+def _cancelled_before_start(inp: MulePortsInput, reason: object) -> MuleRunOutcome:
     m = inp.model
     message = AssistantMessage(
         content=(TextContent(""),),
@@ -78,9 +54,9 @@ def _cancelled_before_start(inp: MuleRunInput, reason: object) -> MuleRunOutcome
 
 
 async def run(
-    inp: MuleRunInput, listener: Listener | None = None, signal: AbortSignal | None = None
+    inp: MulePortsInput, signal: AbortSignal | None = None
 ) -> Result[MuleRunOutcome, MuleError]:
-    """Run one complete Pi model/tool loop.
+    """Run one complete Pi model/tool loop; the host takes part through `inp.ports`.
 
     Returns `Success(outcome)` when the run completed or was cancelled through `signal`
     (`outcome.status` says which), and `Failure(MuleError)` when it failed. Cancelling the
@@ -89,17 +65,18 @@ async def run(
     checked = check_input(inp)
     if isinstance(checked, Failure):
         return checked
+    cfg = checked.unwrap()
     if signal is not None and signal.aborted:
         return Success(_cancelled_before_start(inp, signal.reason))
     controller, detach = (
         child_controller(signal) if signal is not None else (AbortController(), _nothing)
     )
     stream_fn = inp.stream or _default_stream()
-    state = initial_state(_config(inp), inp.messages)
+    state = initial_state(cfg, inp.messages)
     interp: Interpreter | None = None
     try:
         async with anyio.create_task_group() as tg:
-            interp = Interpreter(inp, stream_fn, listener, controller, tg)
+            interp = Interpreter(cfg, inp.ports, stream_fn, inp.retry_after_ms, controller, tg)
 
             async def watch(scope: anyio.CancelScope) -> None:
                 await controller.signal.wait()
@@ -137,10 +114,10 @@ async def run(
 
 
 def run_future(
-    inp: MuleRunInput, listener: Listener | None = None, signal: AbortSignal | None = None
+    inp: MulePortsInput, signal: AbortSignal | None = None
 ) -> FutureResult[MuleRunOutcome, MuleError]:
     """Return `run(...)` as a `FutureResult`, for `returns` pipelines."""
-    return FutureResult(run(inp, listener, signal))
+    return FutureResult(run(inp, signal))
 
 
 def _nothing() -> None:

@@ -9,7 +9,7 @@ from attrs import frozen
 
 from mule.effects._identity import MuleIdentity
 from mule.effects._resume import MuleResume
-from mule.effects._tools import MuleTool, MuleToolResult
+from mule.effects._tools import MuleToolDeclaration, MuleToolResult
 from mule.pi._content import ToolCall
 from mule.pi._context import StreamOptions, Tool
 from mule.pi._messages import AssistantMessage, Message, ToolResultMessage
@@ -26,7 +26,7 @@ class RunConfig:
     model: Model
     system_prompt: str
     stream_options: StreamOptions
-    tools: Mapping[str, MuleTool]
+    tools: Mapping[str, MuleToolDeclaration]
     descriptors: tuple[Tool, ...] | None
     sequential: bool
     retry: RetryPolicy | None

@@ -15,11 +15,12 @@ from typing import Final, Self, TypeAlias, final
 import anyio
 from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from attrs import evolve
 from returns.result import Failure, Result, Success
 
 from mule.effects._errors import MuleError
 from mule.effects._events import MuleEvent
-from mule.effects._inputs import Listener, MuleRunInput
+from mule.effects._inputs import MulePortsInput
 from mule.effects._outcome import MuleRunOutcome
 from mule.effects._run import run
 from mule.pi import AbortController, AbortSignal, child_controller
@@ -60,13 +61,13 @@ class RunStream:
 
     def __init__(
         self,
-        inp: MuleRunInput,
+        inp: MulePortsInput,
         signal: AbortSignal | None = None,
-        listener: Listener | None = None,
     ) -> None:
-        self._input = inp
+        # The input's own emit port sees every event first (a tracer, say); then the consumer.
+        self._tap = inp.ports.emit
+        self._input = evolve(inp, ports=evolve(inp.ports, emit=self._listen))
         self._signal = signal
-        self._tap = listener
         self._result: Result[MuleRunOutcome, MuleError] | None = None
         self._entered = False
         self._held: anyio.Event | None = None  # set when the consumer is done with its event
@@ -113,7 +114,7 @@ class RunStream:
             # Only the signal stops the run: a cancelled caller leaves the block, whose exit
             # aborts it, so even then the run ends in its own verdict and `outcome` has it.
             with anyio.CancelScope(shield=True):
-                self._result = await run(self._input, self._listen, self._controller.signal)
+                self._result = await run(self._input, self._controller.signal)
         finally:
             self._events_out.close()  # the consumer's next receive ends the iteration
 
@@ -167,18 +168,17 @@ class RunStream:
             self._detach()
 
 
-def stream(
-    inp: MuleRunInput, signal: AbortSignal | None = None, *, listener: Listener | None = None
-) -> RunStream:
+def stream(inp: MulePortsInput, signal: AbortSignal | None = None) -> RunStream:
     """Return the run of `inp` as an async context manager and iterator of its events.
 
     `async with stream(inp) as run: async for event in run: ...` then `run.outcome`, the run's
     `Result[MuleRunOutcome, MuleError]`. The run waits for the consumer exactly as it waits
     for a listener; leaving the block early cancels it (one `run_end(cancelled)`).
-    `listener`, if given, sees every event first, including those after the consumer left
-    (a tracer such as `mule.otel.traced`); its failure fails the run as any listener's does.
+    The input's `ports.emit`, if given, sees every event first, including those after the
+    consumer left (a tracer such as `mule.otel.traced`); its failure fails the run as any
+    listener's does.
     """
-    return RunStream(inp, signal, listener)
+    return RunStream(inp, signal)
 
 
 def _nothing() -> None:

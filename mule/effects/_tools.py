@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from typing import ClassVar, Literal, TypeAlias, final
 
 from attrs import frozen
@@ -45,8 +45,8 @@ ToolExecution: TypeAlias = AsyncIterator[Result[MuleToolExecutionPart, MuleError
 
 @final
 @frozen
-class MuleToolPrepared:
-    """A decoded and authorised call, with the executor that runs it."""
+class MulePreparedCall:
+    """A decoded and authorised call, with its Result-yielding executor (the core's form)."""
 
     execute: Callable[[AbortSignal], ToolExecution]
     status: ClassVar[Literal["prepared"]] = "prepared"
@@ -62,16 +62,18 @@ class MuleToolRejection:
     status: ClassVar[Literal["rejected"]] = "rejected"
 
 
-MuleToolPreparation: TypeAlias = MuleToolPrepared | MuleToolRejection
+MuleCallPreparation: TypeAlias = MulePreparedCall | MuleToolRejection
 
 
 @final
 @frozen(kw_only=True)
-class MuleTool:
-    """A Pi tool declaration with its preparation door (Result-returning core form)."""
+class MuleToolDeclaration:
+    """What the core knows of a tool: its Pi descriptor, replay safety and execution mode.
+
+    Its preparation door is the run's `Ports.prepare_tool`.
+    """
 
     descriptor: Tool
-    prepare: Callable[[ToolCall, AbortSignal], Awaitable[Result[MuleToolPreparation, MuleError]]]
     replay: Replay = "unsafe"
     execution_mode: ExecutionMode | None = None
 
@@ -111,11 +113,11 @@ MuleToolCheckpoint: TypeAlias = ToolPending | ToolStarted | ToolCompleted
 
 __all__ = [
     "ExecutionMode",
-    "MuleTool",
+    "MuleCallPreparation",
+    "MulePreparedCall",
     "MuleToolCheckpoint",
+    "MuleToolDeclaration",
     "MuleToolExecutionPart",
-    "MuleToolPreparation",
-    "MuleToolPrepared",
     "MuleToolRejection",
     "MuleToolResult",
     "Replay",

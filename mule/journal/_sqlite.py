@@ -13,17 +13,14 @@ from types import TracebackType
 from typing import Any, Literal, TypeAlias, final
 
 from attrs import frozen
-from returns.result import Failure, Result, Success
 
 from mule.effects import (
-    Listener,
     MuleResume,
     event_from_record,
     event_to_record,
     from_json,
     to_json,
 )
-from mule.effects._errors import MuleError
 from mule.effects._events import MuleEvent
 from mule.journal._fold import Fold, fold
 from mule.journal._record import COMMIT_POINTS, STREAM_ONLY
@@ -243,19 +240,6 @@ class Journal:
                 (segment, os.getpid(), socket.gethostname(), _now_ms(), run_id),
             )
         return _Segment(self, run_id, segment)
-
-    def core_listener(self, run_id: str) -> Listener:
-        """Return the same recorder in the core's form (a failed write is a listener error)."""
-        record = self.listener(run_id)
-
-        async def listen(event: MuleEvent, signal: AbortSignal) -> Result[None, MuleError]:
-            try:
-                record(event, signal)
-            except Exception as exc:
-                return Failure(MuleError("listener", f"journal write failed: {exc}", exc))
-            return Success(None)
-
-        return listen
 
     def set_meta(self, run_id: str, key: str, value: str) -> None:
         """Keep `key = value` with the run (the host's own metadata: a trace context, say)."""

@@ -1,7 +1,8 @@
 """The promise facade: `await mule.run(input, listener, signal)` over the canonical core."""
 
-from mule.effects._tools import MuleToolExecutionPart, MuleToolRejection, MuleToolResult
+from mule.effects import MuleToolExecutionPart, MuleToolRejection, MuleToolResult
 from mule.pi import AbortController, AbortError, AbortSignal
+from mule.promise._adapt import core_input, emit_port, ports
 from mule.promise._function_tool import ToolSignatureError, as_result, schema_for, tool
 from mule.promise._run import Mule, MuleRunFailed, mule, run
 from mule.promise._stream import MuleStream, stream
@@ -33,7 +34,10 @@ __all__ = [
     "ToolContext",
     "ToolSignatureError",
     "as_result",
+    "core_input",
+    "emit_port",
     "mule",
+    "ports",
     "run",
     "run_sync",
     "schema_for",

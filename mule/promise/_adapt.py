@@ -1,4 +1,10 @@
-"""Adapts plain async callbacks, once, into the core's Result-returning forms."""
+"""Adapts the facade's plain callbacks, once, into the core's `Ports`.
+
+The adapters only change shape (a plain answer becomes `Success`, a sync listener is awaited
+the same way as an async one); an exception raised by a callback passes through them to the
+interpreter, the one place where it becomes a `MuleError` (a raised `MuleRunFailed` keeps
+exactly its error).
+"""
 
 from __future__ import annotations
 
@@ -7,89 +13,64 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, TypeVar, cast
 
 from attrs import fields
-from returns.result import Failure, Result, Success
+from returns.result import Result, Success
 
-import mule.effects as core
-from mule.effects._errors import MuleError, MulePhase, error_from
-from mule.effects._events import MuleEvent
-from mule.effects._tools import (
-    MuleTool as CoreTool,
-)
-from mule.effects._tools import (
+from mule.effects import (
+    EmitPort,
+    MuleCallPreparation,
+    MuleError,
+    MuleEvent,
+    MulePortsInput,
+    MulePreparedCall,
+    MuleRunSettings,
+    MuleToolDeclaration,
     MuleToolExecutionPart,
-    MuleToolPreparation,
     MuleToolRejection,
-)
-from mule.effects._tools import (
-    MuleToolPrepared as CorePrepared,
+    Ports,
+    PreparePort,
 )
 from mule.pi import AbortSignal
 from mule.pi._content import ToolCall
 from mule.pi._messages import Message
-from mule.promise._failed import MuleRunFailed
 from mule.promise._types import MulePromiseListener, MuleRunInput, MuleTool, MuleToolPrepared
 
 T = TypeVar("T")
 _OK: Result[None, MuleError] = Success(None)
 
 
-def _error(phase: MulePhase, what: str, exc: BaseException) -> Failure[MuleError]:
-    if isinstance(exc, MuleRunFailed):  # the callback chose its error: keep it exactly
-        return Failure(exc.error)
-    return Failure(error_from(phase, f"{what} raised", exc))
-
-
-def adapt_listener(
-    listener: MulePromiseListener | None,
-) -> core.Listener | None:
-    """Return the listener as a Result-returning coroutine function (sync or async accepted)."""
+def emit_port(listener: MulePromiseListener | None) -> EmitPort | None:
+    """Return a plain listener (sync or async) as the core's emit port."""
     if listener is None:
         return None
     call = listener
     if inspect.iscoroutinefunction(call):
 
-        async def adapted_async(event: MuleEvent, signal: AbortSignal) -> Result[None, MuleError]:
-            try:
-                await call(event, signal)
-            except Exception as exc:
-                return _error("listener", "the listener", exc)
+        async def emit_async(event: MuleEvent, signal: AbortSignal) -> Result[None, MuleError]:
+            await call(event, signal)
             return _OK
 
-        return adapted_async
+        return emit_async
 
-    async def adapted(event: MuleEvent, signal: AbortSignal) -> Result[None, MuleError]:
-        try:
-            answer = call(event, signal)
-            if answer is not None and inspect.isawaitable(answer):
-                await answer
-        except Exception as exc:
-            return _error("listener", "the listener", exc)
+    async def emit(event: MuleEvent, signal: AbortSignal) -> Result[None, MuleError]:
+        answer = call(event, signal)
+        if answer is not None and inspect.isawaitable(answer):
+            await answer
         return _OK
 
-    return adapted
+    return emit
 
 
 def _hook(
-    fn: Callable[..., Awaitable[Any]] | None,
-    phase: MulePhase,
-    what: str,
-    convert: Callable[[Any], T],
+    fn: Callable[..., Awaitable[Any]] | None, convert: Callable[[Any], T]
 ) -> Callable[..., Awaitable[Result[T, MuleError]]] | None:
     if fn is None:
         return None
     hook = fn
 
-    async def adapted(*args: Any) -> Result[T, MuleError]:
-        try:
-            value = await hook(*args)
-        except Exception as exc:
-            return _error(phase, what, exc)
-        try:
-            return Success(convert(value))
-        except Exception as exc:
-            return _error(phase, f"{what}'s answer", exc)
+    async def port(*args: Any) -> Result[T, MuleError]:
+        return Success(convert(await hook(*args)))
 
-    return adapted
+    return port
 
 
 def _messages(value: Sequence[Message] | None) -> tuple[Message, ...]:
@@ -108,54 +89,36 @@ def _stop(value: bool) -> bool:
     return value
 
 
-def adapt_tool(tool: MuleTool) -> CoreTool:
-    """Return the core form of a promise tool: prepare and execute become Result-returning."""
-    prepare = tool.prepare
-    name = tool.descriptor.name
+def _prepare_port(tools: Sequence[MuleTool]) -> PreparePort | None:
+    if not tools:
+        return None
+    by_name = {t.descriptor.name: t for t in tools}
 
-    async def adapted_prepare(
+    async def prepare(
         call: ToolCall, signal: AbortSignal
-    ) -> Result[MuleToolPreparation, MuleError]:
-        try:
-            prep = cast(object, await prepare(call, signal))
-        except Exception as exc:
-            return _error("tool", f"prepare of tool {name}", exc)
-        if isinstance(prep, MuleToolRejection):
-            return Success(prep)
-        if isinstance(prep, MuleToolPrepared):
-            return Success(CorePrepared(_adapt_execute(prep.execute, name)))
-        # Untyped callers can return anything.
-        return Failure(
-            MuleError("tool", f"prepare of tool {name} returned {type(prep).__name__}", prep)
-        )
+    ) -> Result[MuleCallPreparation, MuleError]:
+        # The core only prepares calls of declared tools (unknown names are its own results).
+        prep = cast(object, await by_name[call.name].prepare(call, signal))
+        if type(prep) is MuleToolPrepared:
+            return Success(MulePreparedCall(_execution(prep.execute)))
+        # A rejection as it is; anything else is the interpreter's to report.
+        return Success(cast(MuleToolRejection, prep))
 
-    return CoreTool(
-        descriptor=tool.descriptor,
-        prepare=adapted_prepare,
-        replay=tool.replay,
-        execution_mode=tool.execution_mode,
-    )
+    return prepare
 
 
-def _adapt_execute(
-    execute: Callable[[AbortSignal], AsyncIterator[MuleToolExecutionPart]], name: str
+def _execution(
+    execute: Callable[[AbortSignal], AsyncIterator[MuleToolExecutionPart]],
 ) -> Callable[[AbortSignal], AsyncIterator[Result[MuleToolExecutionPart, MuleError]]]:
-    async def adapted(
+    async def parts_of(
         signal: AbortSignal,
     ) -> AsyncIterator[Result[MuleToolExecutionPart, MuleError]]:
-        try:
-            parts = execute(signal)
-        except Exception as exc:
-            yield _error("tool", f"execute of tool {name}", exc)
-            return
+        parts = execute(signal)
         try:
             while True:
                 try:
                     part = await parts.__anext__()
                 except StopAsyncIteration:
-                    return
-                except Exception as exc:
-                    yield _error("tool", f"execute of tool {name}", exc)
                     return
                 yield Success(part)
         finally:
@@ -163,26 +126,35 @@ def _adapt_execute(
             if aclose is not None:
                 await aclose()
 
-    return adapted
+    return parts_of
 
 
-def adapt_input(inp: MuleRunInput) -> core.MuleRunInput:
-    """Return the core's input: the same settings, callbacks adapted once."""
-    settings = {a.name: getattr(inp, a.name) for a in fields(core.MuleRunSettings)}
-    return core.MuleRunInput(
-        **settings,
-        tools=tuple(adapt_tool(t) for t in inp.tools),
-        resolve_api_key=_hook(inp.resolve_api_key, "model", "resolve_api_key", _key),
-        get_steering_messages=_hook(
-            inp.get_steering_messages, "control", "get_steering_messages", _messages
-        ),
-        get_follow_up_messages=_hook(
-            inp.get_follow_up_messages, "control", "get_follow_up_messages", _messages
-        ),
-        should_stop_after_turn=_hook(
-            inp.should_stop_after_turn, "control", "should_stop_after_turn", _stop
-        ),
+def ports(input: MuleRunInput, listener: MulePromiseListener | None = None) -> Ports:
+    """Return the core's `Ports` for a facade input and listener (callbacks adapted once)."""
+    return Ports(
+        emit=emit_port(listener),
+        resolve_key=_hook(input.resolve_api_key, _key),
+        steering=_hook(input.get_steering_messages, _messages),
+        follow_up=_hook(input.get_follow_up_messages, _messages),
+        should_stop=_hook(input.should_stop_after_turn, _stop),
+        prepare_tool=_prepare_port(input.tools),
     )
 
 
-__all__ = ["adapt_input", "adapt_listener", "adapt_tool"]
+def core_input(input: MuleRunInput, listener: MulePromiseListener | None = None) -> MulePortsInput:
+    """Return the core's input for a facade input: the same settings, declarations, `ports`.
+
+    `mule.effects.run(core_input(input, listener), signal)` is the run `mule.run` makes, with
+    the Result root's answer.
+    """
+    settings = {a.name: getattr(input, a.name) for a in fields(MuleRunSettings)}
+    declarations = tuple(
+        MuleToolDeclaration(
+            descriptor=t.descriptor, replay=t.replay, execution_mode=t.execution_mode
+        )
+        for t in input.tools
+    )
+    return MulePortsInput(**settings, tools=declarations, ports=ports(input, listener))
+
+
+__all__ = ["core_input", "emit_port", "ports"]

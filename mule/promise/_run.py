@@ -6,11 +6,10 @@ from typing import final
 
 from returns.result import Failure
 
-from mule.effects import MuleRunOutcome
-from mule.effects._run import run as run_core
+from mule.effects import MuleRunFailed, MuleRunOutcome
+from mule.effects import run as run_core
 from mule.pi import AbortError, AbortSignal, as_exception
-from mule.promise._adapt import adapt_input, adapt_listener
-from mule.promise._failed import MuleRunFailed
+from mule.promise._adapt import core_input
 from mule.promise._types import MulePromiseListener, MuleRunInput
 
 
@@ -30,7 +29,7 @@ class Mule:
         (an `AbortError` when the reason is not an exception) when `signal` aborted it, and the
         backend's cancellation exception when the calling task was cancelled.
         """
-        result = await run_core(adapt_input(input), adapt_listener(listener), signal)
+        result = await run_core(core_input(input, listener), signal)
         if isinstance(result, Failure):
             raise MuleRunFailed(result.failure())
         outcome = result.unwrap()

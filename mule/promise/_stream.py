@@ -11,11 +11,10 @@ from typing import Self, final
 
 from returns.result import Failure
 
-from mule.effects import MuleEvent, MuleRunOutcome
+from mule.effects import MuleEvent, MuleRunFailed, MuleRunOutcome
 from mule.effects._stream import RunStream
 from mule.pi import AbortError, AbortSignal, as_exception
-from mule.promise._adapt import adapt_input, adapt_listener
-from mule.promise._failed import MuleRunFailed
+from mule.promise._adapt import core_input
 from mule.promise._types import MulePromiseListener, MuleRunInput
 
 
@@ -38,7 +37,7 @@ class MuleStream:
         signal: AbortSignal | None = None,
         listener: MulePromiseListener | None = None,
     ) -> None:
-        self._core = RunStream(adapt_input(inp), signal, adapt_listener(listener))
+        self._core = RunStream(core_input(inp, listener), signal)
 
     @property
     def outcome(self) -> MuleRunOutcome:

@@ -22,8 +22,14 @@ import anyio
 from attrs import define, field, frozen
 from returns.result import Failure, Result, Success
 
-from mule.effects import MuleCompletedTurn, MuleRunOutcome
-from mule.effects import MuleRunInput as CoreInput
+from mule.effects import (
+    MuleCompletedTurn,
+    MulePortsInput,
+    MuleRunOutcome,
+    MuleToolDeclaration,
+    Ports,
+)
+from mule.effects import run as effects_run
 from mule.effects._errors import MuleError
 from mule.effects._events import (
     MessageEnd,
@@ -40,15 +46,13 @@ from mule.effects._events import (
     TurnStart,
 )
 from mule.effects._identity import MuleIdentity
-from mule.effects._run import run as effects_run
-from mule.effects._tools import MuleTool as CoreTool
 from mule.effects._tools import (
+    MuleCallPreparation,
+    MulePreparedCall,
     MuleToolExecutionPart,
-    MuleToolPreparation,
     MuleToolRejection,
     MuleToolResult,
 )
-from mule.effects._tools import MuleToolPrepared as CorePrepared
 from mule.pi import AbortController, AbortError, AbortSignal
 from mule.pi._codec import from_wire, to_wire
 from mule.pi._content import TextContent, ToolCall
@@ -374,29 +378,27 @@ def _settings(side: _Side) -> dict[str, Any]:
 async def _run_effects(sc: Scenario, out: MuleRun) -> Result[MuleRunOutcome, MuleError]:
     side = _Side(sc, out)
 
-    def make_tool(spec: dict[str, Any]) -> CoreTool:
-        async def prepare(
-            call: ToolCall, signal: AbortSignal
-        ) -> Result[MuleToolPreparation, MuleError]:
-            plan = side.plan(call)
-            if "prepareRaises" in plan:
-                raise ToolRaised(plan["prepareRaises"])
-            if "reject" in plan:
-                return Success(MuleToolRejection(plan["reject"]))
+    async def prepare(
+        call: ToolCall, signal: AbortSignal
+    ) -> Result[MuleCallPreparation, MuleError]:
+        plan = side.plan(call)
+        if "prepareRaises" in plan:
+            raise ToolRaised(plan["prepareRaises"])
+        if "reject" in plan:
+            return Success(MuleToolRejection(plan["reject"]))
 
-            async def execute(
-                _signal: AbortSignal,
-            ) -> AsyncIterator[Result[MuleToolExecutionPart, MuleError]]:
-                async with contextlib.aclosing(side.parts(call)) as parts:
-                    async for part in parts:
-                        yield Success(part)
+        async def execute(
+            _signal: AbortSignal,
+        ) -> AsyncIterator[Result[MuleToolExecutionPart, MuleError]]:
+            async with contextlib.aclosing(side.parts(call)) as parts:
+                async for part in parts:
+                    yield Success(part)
 
-            return Success(CorePrepared(execute))
+        return Success(MulePreparedCall(execute))
 
-        return CoreTool(
-            descriptor=side.descriptor(spec),
-            prepare=prepare,
-            execution_mode=spec.get("executionMode"),
+    def declare(spec: dict[str, Any]) -> MuleToolDeclaration:
+        return MuleToolDeclaration(
+            descriptor=side.descriptor(spec), execution_mode=spec.get("executionMode")
         )
 
     def messages_hook(name: str) -> Any:
@@ -420,15 +422,20 @@ async def _run_effects(sc: Scenario, out: MuleRun) -> Result[MuleRunOutcome, Mul
     async def key(provider: str, signal: AbortSignal) -> Result[str | None, MuleError]:
         return Success(side.key(provider))
 
-    inp = CoreInput(
+    tools = tuple(declare(t) for t in sc.get("tools", ()))
+    inp = MulePortsInput(
         **_settings(side),
-        tools=tuple(make_tool(t) for t in sc.get("tools", ())),
-        get_steering_messages=messages_hook("steering"),
-        get_follow_up_messages=messages_hook("followUp"),
-        should_stop_after_turn=stop if "stop" in side.queues else None,
-        resolve_api_key=key if "keys" in side.queues else None,
+        tools=tools,
+        ports=Ports(
+            emit=listener,
+            steering=messages_hook("steering"),
+            follow_up=messages_hook("followUp"),
+            should_stop=stop if "stop" in side.queues else None,
+            resolve_key=key if "keys" in side.queues else None,
+            prepare_tool=prepare if tools else None,
+        ),
     )
-    res = await effects_run(inp, listener, side.controller.signal)
+    res = await effects_run(inp, side.controller.signal)
     _attach_prompts(out, side.model)
     return res
 

@@ -1,7 +1,9 @@
 """Shared builders for the core conformance tests: models, tools, recorders, event projections.
 
-Scenarios are written against `run_root(root, inp, ...)`, so the same test can drive the
-Result root (`mule.effects.run`) and, later, the promise facade. Only "effects" exists now.
+Scenarios are written against `run_root(root, inp, ...)`, so the same test drives the Result
+root (`mule.effects.run`, through `Ports` built from the kit's Result callbacks) and the
+promise facade. `KitInput` and `KitTool` hold Result-returning callbacks, the core's form of
+each port, keyed as the facade's input is.
 """
 
 from __future__ import annotations
@@ -12,10 +14,20 @@ from contextlib import aclosing
 from typing import Any, Literal, TypeAlias, TypeVar
 
 import anyio
-from attrs import define, field, fields
+from attrs import define, field, fields, frozen
 from returns.result import Failure, Result, Success
 
-from mule.effects import MuleCompletedTurn, MuleRunInput, MuleRunOutcome, MuleRunSettings
+from mule.effects import (
+    MuleCallPreparation,
+    MuleCompletedTurn,
+    MulePortsInput,
+    MulePreparedCall,
+    MuleRunOutcome,
+    MuleRunSettings,
+    MuleToolDeclaration,
+    Ports,
+)
+from mule.effects import run as effects_run
 from mule.effects._errors import MuleError
 from mule.effects._events import (
     MessageEnd,
@@ -32,13 +44,9 @@ from mule.effects._events import (
     TurnStart,
 )
 from mule.effects._identity import MuleIdentity
-from mule.effects._run import run as effects_run
 from mule.effects._tools import (
     ExecutionMode,
-    MuleTool,
     MuleToolExecutionPart,
-    MuleToolPreparation,
-    MuleToolPrepared,
     MuleToolRejection,
     MuleToolResult,
     Replay,
@@ -108,12 +116,66 @@ def model_of(*replies: Reply) -> ScriptedModel:
     return ScriptedModel(list(replies))
 
 
+@frozen(kw_only=True)
+class KitTool:
+    """A tool declaration with a Result-returning prepare (the core's port, per tool)."""
+
+    descriptor: Tool
+    prepare: Callable[[ToolCall, AbortSignal], Awaitable[Result[MuleCallPreparation, MuleError]]]
+    replay: Replay = "unsafe"
+    execution_mode: ExecutionMode | None = None
+
+
+@frozen(kw_only=True)
+class KitInput(MuleRunSettings):
+    """Settings plus Result-returning callbacks, named as the facade's input names them."""
+
+    tools: tuple[KitTool, ...] = ()
+    resolve_api_key: Callable[..., Awaitable[Result[str | None, MuleError]]] | None = None
+    get_steering_messages: (
+        Callable[..., Awaitable[Result[tuple[Message, ...], MuleError]]] | None
+    ) = None
+    get_follow_up_messages: (
+        Callable[..., Awaitable[Result[tuple[Message, ...], MuleError]]] | None
+    ) = None
+    should_stop_after_turn: Callable[..., Awaitable[Result[bool, MuleError]]] | None = None
+
+
+def to_core(inp: KitInput, listener: Recorder | None = None) -> MulePortsInput:
+    """Return the core's input: the kit's callbacks are already ports; tools by name."""
+    settings = {a.name: getattr(inp, a.name) for a in fields(MuleRunSettings)}
+    by_name = {t.descriptor.name: t for t in inp.tools}
+
+    async def prepare(
+        call: ToolCall, signal: AbortSignal
+    ) -> Result[MuleCallPreparation, MuleError]:
+        return await by_name[call.name].prepare(call, signal)
+
+    return MulePortsInput(
+        **settings,
+        tools=tuple(
+            MuleToolDeclaration(
+                descriptor=t.descriptor, replay=t.replay, execution_mode=t.execution_mode
+            )
+            for t in inp.tools
+        ),
+        ports=Ports(
+            emit=listener,
+            resolve_key=inp.resolve_api_key,
+            steering=inp.get_steering_messages,
+            follow_up=inp.get_follow_up_messages,
+            should_stop=inp.should_stop_after_turn,
+            prepare_tool=prepare if inp.tools else None,
+        ),
+    )
+
+
 def make_input(
     model: ScriptedModel | None = None,
     *,
     messages: Sequence[Message] | None = None,
     **kwargs: Any,
-) -> MuleRunInput:
+) -> KitInput:
     """Return a run input with the test model, system prompt and one user message unless given."""
     given: dict[str, object] = {
         "model": MODEL,
@@ -122,7 +184,7 @@ def make_input(
         "stream": model,
     }
     given.update(kwargs)
-    return MuleRunInput(**given)  # type: ignore[arg-type]
+    return KitInput(**given)  # type: ignore[arg-type]
 
 
 # -- recording ----------------------------------------------------------------------------------
@@ -191,14 +253,14 @@ class Ran:
 
 async def run_root(
     root: Root,
-    inp: MuleRunInput,
+    inp: KitInput,
     listener: Recorder | None = None,
     signal: AbortSignal | None = None,
 ) -> Ran:
     """Run `inp` on `root` and return its events and result."""
     rec = listener if listener is not None else Recorder()
     if root == "effects":
-        res = await effects_run(inp, rec, signal)
+        res = await effects_run(to_core(inp, rec), signal)
         if isinstance(res, Success):
             return Ran(rec.events, res.unwrap(), None)
         assert isinstance(res, Failure)
@@ -222,7 +284,7 @@ def _unwrap(result: Result[E, MuleError]) -> E:
     return result.unwrap()
 
 
-def _promise_tool(core: MuleTool) -> PromiseTool:
+def _promise_tool(core: KitTool) -> PromiseTool:
     async def prepare(call: ToolCall, signal: AbortSignal) -> PromisePreparation:
         prep = _unwrap(await core.prepare(call, signal))
         if isinstance(prep, MuleToolRejection):
@@ -255,7 +317,7 @@ def _plain(fn: Callable[..., Any] | None) -> Callable[..., Any] | None:
     return plain
 
 
-def to_promise(inp: MuleRunInput) -> PromiseInput:
+def to_promise(inp: KitInput) -> PromiseInput:
     """Return the promise-facade input equivalent to a core input."""
     settings = {a.name: getattr(inp, a.name) for a in fields(MuleRunSettings)}
     return PromiseInput(
@@ -400,13 +462,13 @@ def tool(
     wait_for_abort: bool = False,
     replay: Replay = "unsafe",
     execution_mode: ExecutionMode | None = None,
-) -> MuleTool:
+) -> KitTool:
     """Return a test tool; its default result text is `<name>:<call id>`."""
     log = journal if journal is not None else Journal()
 
     async def prepare(
         call: ToolCall, signal: AbortSignal
-    ) -> Result[MuleToolPreparation, MuleError]:
+    ) -> Result[MuleCallPreparation, MuleError]:
         log.add("prepare", call.id)
         log.calls[call.id] = call
         if prepare_raises is not None:
@@ -449,9 +511,9 @@ def tool(
             finally:
                 log.add("closed", call.id)
 
-        return Success(MuleToolPrepared(execute))
+        return Success(MulePreparedCall(execute))
 
-    return MuleTool(
+    return KitTool(
         descriptor=Tool(name, f"the {name} tool", params if params is not None else ANY_OBJECT),
         prepare=prepare,
         replay=replay,

@@ -38,6 +38,7 @@ from tests.core.kit import (
     of_type,
     run_root,
     text_of,
+    to_core,
     tool,
     user,
 )
@@ -825,7 +826,7 @@ async def test_pi_values_pass_through(root: Root) -> None:
 
 async def test_run_without_listener() -> None:
     """The effects root runs without a listener."""
-    from mule.effects._run import run
+    from mule.effects import run
 
-    res = await run(make_input(model_of(reply("hi"))))
+    res = await run(to_core(make_input(model_of(reply("hi")))))
     assert text_of(res.unwrap().message) == "hi"

@@ -365,14 +365,17 @@ async def test_without_an_sdk_it_records_nothing_and_costs_little() -> None:
 
 
 async def test_the_effects_root_records_the_same_tree(otel: Otel) -> None:
-    """The Result root, given the listener through the facade's adapter, yields the same spans."""
+    """The Result root, given the traced listener as its emit port, yields the same spans."""
+    from attrs import evolve
     from returns.result import Success
 
     from mule.effects import run as run_core
-    from mule.promise._adapt import adapt_input, adapt_listener  # the facade's one adapter
+    from mule.promise import core_input, emit_port
 
     listener = traced(tracer_provider=otel.tracer_provider, meter_provider=otel.meter_provider)
-    result = await run_core(adapt_input(run_input(RETRIED_PARALLEL, add)), adapt_listener(listener))
+    core = core_input(run_input(RETRIED_PARALLEL, add))
+    assert core.ports.emit is None
+    result = await run_core(evolve(core, ports=evolve(core.ports, emit=emit_port(listener))))
     assert isinstance(result, Success)
     spans = by_name(otel.finished())
     assert sorted((name, len(s)) for name, s in spans.items()) == [

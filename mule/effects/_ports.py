@@ -1,0 +1,54 @@
+"""The core's ports: the one interface through which a run reaches its host.
+
+Every port returns a `Result`; a port that raises anyway is turned into a `MuleError` by the
+interpreter, the one place where a callback's failure becomes a value. A missing port means
+the host does not take part in that step (no key hook, no steering, ...), exactly as Pi's
+optional callbacks. The model stream is a setting (`MuleRunSettings.stream`, the same plain
+function on both roots), opened by the interpreter.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import TypeAlias, final
+
+from attrs import frozen
+from returns.result import Result
+
+from mule.effects._errors import MuleError
+from mule.effects._events import MuleEvent
+from mule.effects._outcome import MuleCompletedTurn
+from mule.effects._tools import MuleCallPreparation
+from mule.pi import AbortSignal
+from mule.pi._content import ToolCall
+from mule.pi._messages import Message
+
+EmitPort: TypeAlias = Callable[[MuleEvent, AbortSignal], Awaitable[Result[None, MuleError]]]
+ResolveKeyPort: TypeAlias = Callable[[str, AbortSignal], Awaitable[Result[str | None, MuleError]]]
+PollPort: TypeAlias = Callable[[AbortSignal], Awaitable[Result[tuple[Message, ...], MuleError]]]
+StopPort: TypeAlias = Callable[[MuleCompletedTurn, AbortSignal], Awaitable[Result[bool, MuleError]]]
+PreparePort: TypeAlias = Callable[
+    [ToolCall, AbortSignal], Awaitable[Result[MuleCallPreparation, MuleError]]
+]
+
+
+@final
+@frozen(kw_only=True)
+class Ports:
+    """A run's doors to its host, each Result-returning (build them with `mule.promise.ports`).
+
+    `emit` receives every event (awaited: back-pressure); `resolve_key` answers before each
+    model call; `steering` and `follow_up` are Pi's message polls; `should_stop` is asked after
+    each turn; `prepare_tool` decodes and authorises one call of a declared tool (it is only
+    called for calls that passed the tool's schema gate).
+    """
+
+    emit: EmitPort | None = None
+    resolve_key: ResolveKeyPort | None = None
+    steering: PollPort | None = None
+    follow_up: PollPort | None = None
+    should_stop: StopPort | None = None
+    prepare_tool: PreparePort | None = None
+
+
+__all__ = ["EmitPort", "PollPort", "Ports", "PreparePort", "ResolveKeyPort", "StopPort"]
