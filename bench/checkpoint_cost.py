@@ -8,9 +8,12 @@ FULL (each tool call costs three commits: its start, its end and its result mess
 
 1. One run at a time (median of `--repeat`): wall time per tool call, and the *loop time* per
    tool call: the time the listener held the event loop (its synchronous part, or each step of
-   an async listener between two suspensions), which no other task in the process can use.
+   an async listener between two suspensions), which no other task in the process can use;
+   and the journal's commits (transactions) per tool call.
 2. `--concurrent K` runs at once beside a ticker task that sleeps 1 ms in a loop: how late the
-   ticker wakes (max and 99th percentile) says whether checkpoints block the other runs.
+   ticker wakes (max and 99th percentile) says whether checkpoints block the other runs, and
+   commits per tool call shows the group commit (runs that reach a checkpoint during a commit
+   share the next one).
 
     .venv/bin/python bench/checkpoint_cost.py [--turns 10] [--deltas 20] [--calls 4]
         [--repeat 5] [--concurrent 20] [--backend asyncio|trio] [--dir PATH]
@@ -129,6 +132,11 @@ class _Listeners:
         j.begin(rid, [USER])
         return j.listener(rid)
 
+    def commits(self, kind: str) -> int:
+        """Transactions the kind's journal has written so far (0 for the other kinds)."""
+        j = self.journals.get(kind.removeprefix("journal "))  # type: ignore[call-overload]
+        return 0 if j is None else j._writer.commits
+
     def close(self) -> None:
         for j in self.journals.values():
             j.close()
@@ -136,24 +144,30 @@ class _Listeners:
 
 async def _one_at_a_time(
     work: Workload, repeat: int, listeners: _Listeners
-) -> dict[str, tuple[float, float]]:
-    """(wall, loop) seconds per tool call, medians over `repeat` rounds, per listener kind."""
+) -> dict[str, tuple[float, float, float]]:
+    """(wall s, loop s, commits) per tool call, medians over `repeat` rounds, per kind."""
     n = (work.turns - 1) * work.calls
     wall: dict[str, list[float]] = {k: [] for k in listeners.kinds()}
     loop: dict[str, list[float]] = {k: [] for k in listeners.kinds()}
+    commits: dict[str, list[float]] = {k: [] for k in listeners.kinds()}
     for _ in range(repeat):
         for kind in listeners.kinds():
             made = listeners.make(kind)
             clock = LoopClock(made) if made is not None else None
+            before = listeners.commits(kind)
             wall[kind].append(await _once(work, clock) / n)
             loop[kind].append((clock.seconds if clock is not None else 0.0) / n)
-    return {k: (statistics.median(wall[k]), statistics.median(loop[k])) for k in wall}
+            commits[kind].append((listeners.commits(kind) - before) / n)
+    return {
+        k: (statistics.median(wall[k]), statistics.median(loop[k]), statistics.median(commits[k]))
+        for k in wall
+    }
 
 
 async def _beside_ticker(
     work: Workload, runs: int, listeners: _Listeners, kind: str
-) -> tuple[float, float, float]:
-    """Run `runs` runs at once beside a 1 ms ticker: (wall s, max and p99 ticker lateness s)."""
+) -> tuple[float, float, float, float]:
+    """Run `runs` runs at once beside a 1 ms ticker: wall, max and p99 lateness, commits/call."""
     late: list[float] = []
     done = anyio.Event()
 
@@ -164,6 +178,7 @@ async def _beside_ticker(
             late.append(time.perf_counter() - start - TICK_S)
 
     made = [listeners.make(kind) for _ in range(runs)]
+    before = listeners.commits(kind)
     async with anyio.create_task_group() as tg:
         tg.start_soon(ticker)
         await anyio.sleep(0.05)  # the ticker's own baseline is in the sample too
@@ -174,7 +189,8 @@ async def _beside_ticker(
         wall = time.perf_counter() - start
         done.set()
     late.sort()
-    return wall, late[-1], late[int(len(late) * 0.99)]
+    commits = (listeners.commits(kind) - before) / (runs * (work.turns - 1) * work.calls)
+    return wall, late[-1], late[int(len(late) * 0.99)], commits
 
 
 async def _measure(args: argparse.Namespace, workdir: Path) -> None:
@@ -188,15 +204,29 @@ async def _measure(args: argparse.Namespace, workdir: Path) -> None:
             f"{args.turns} turns x ({args.deltas} deltas, {args.calls} parallel calls), one run "
             f"at a time, median of {args.repeat}; journals in {workdir}"
         )
-        print(f"{'listener':<22}{'ms per tool call':>18}{'x in-memory':>13}{'loop ms/call':>14}")
-        for name, (wall, loop) in alone.items():
-            print(f"{name:<22}{wall * 1000:>18.3f}{wall / base:>13.1f}{loop * 1000:>14.3f}")
+        print(
+            f"{'listener':<22}{'ms per tool call':>18}{'x in-memory':>13}{'loop ms/call':>14}"
+            f"{'commits/call':>14}"
+        )
+        for name, (wall, loop, commits) in alone.items():
+            print(
+                f"{name:<22}{wall * 1000:>18.3f}{wall / base:>13.1f}{loop * 1000:>14.3f}"
+                f"{commits:>14.2f}"
+            )
         if args.concurrent:
             print(f"\n{args.concurrent} runs at once beside a {TICK_S * 1000:.0f} ms ticker")
-            print(f"{'listener':<22}{'wall s':>10}{'ticker late max ms':>20}{'p99 ms':>10}")
+            print(
+                f"{'listener':<22}{'wall s':>10}{'ticker late max ms':>20}{'p99 ms':>10}"
+                f"{'commits/call':>14}"
+            )
             for kind in listeners.kinds()[1:]:
-                wall, worst, p99 = await _beside_ticker(work, args.concurrent, listeners, kind)
-                print(f"{kind:<22}{wall:>10.3f}{worst * 1000:>20.2f}{p99 * 1000:>10.2f}")
+                wall, worst, p99, commits = await _beside_ticker(
+                    work, args.concurrent, listeners, kind
+                )
+                print(
+                    f"{kind:<22}{wall:>10.3f}{worst * 1000:>20.2f}{p99 * 1000:>10.2f}"
+                    f"{commits:>14.2f}"
+                )
     finally:
         listeners.close()
 

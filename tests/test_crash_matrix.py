@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -107,18 +107,23 @@ class DeferredStart:
         """Delegate to the journal."""
         self.journal.begin(run_id, messages)
 
-    def listener(self, run_id: str) -> Callable[[MuleEvent, AbortSignal], None]:
+    def listener(self, run_id: str) -> Callable[[MuleEvent, AbortSignal], Awaitable[None]]:
         """Return the journal's listener, holding back each start by one event."""
         inner = self.journal.listener(run_id)
         held: list[MuleEvent] = []
 
-        def listen(event: MuleEvent, signal: AbortSignal) -> None:
+        async def record(event: MuleEvent, signal: AbortSignal) -> None:
+            pending = inner(event, signal)
+            if pending is not None:
+                await pending
+
+        async def listen(event: MuleEvent, signal: AbortSignal) -> None:
             if held:
-                inner(held.pop(), signal)
+                await record(held.pop(), signal)
             if event.type == "tool_execution_start":
                 held.append(event)
                 return
-            inner(event, signal)
+            await record(event, signal)
 
         return listen
 

@@ -8,7 +8,7 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from pathlib import Path
 
 import anyio
@@ -62,12 +62,16 @@ class Crash(Exception):
 
 
 def crashing(
-    inner: Callable[[MuleEvent, AbortSignal], None], after: int | None, seen: list[MuleEvent]
-) -> Callable[[MuleEvent, AbortSignal], None]:
-    """Record through `inner`, then crash once `after` events were recorded."""
+    inner: Callable[[MuleEvent, AbortSignal], Awaitable[None] | None],
+    after: int | None,
+    seen: list[MuleEvent],
+) -> Callable[[MuleEvent, AbortSignal], Awaitable[None]]:
+    """Record through `inner` (awaiting its commit), then crash after `after` events."""
 
-    def listen(event: MuleEvent, signal: AbortSignal) -> None:
-        inner(event, signal)
+    async def listen(event: MuleEvent, signal: AbortSignal) -> None:
+        pending = inner(event, signal)
+        if pending is not None:
+            await pending
         seen.append(event)
         if after is not None and len(seen) > after:
             raise Crash(event.type)
@@ -95,8 +99,8 @@ async def scenario(
     if stop_at is not None:
         base = listener
 
-        def listener(event: MuleEvent, signal: AbortSignal) -> None:
-            base(event, signal)
+        async def listener(event: MuleEvent, signal: AbortSignal) -> None:
+            await base(event, signal)
             if stop_at(event):
                 raise Crash(event.type)
 
@@ -449,8 +453,10 @@ async def test_runs_report_their_status(journal: Journal, tmp_path: Path) -> Non
         await promise.run(bad, journal.listener("bad"))
     controller = AbortController()
 
-    def stop_on_start(event: MuleEvent, signal: AbortSignal) -> None:
-        rec(event, signal)
+    async def stop_on_start(event: MuleEvent, signal: AbortSignal) -> None:
+        pending = rec(event, signal)
+        if pending is not None:
+            await pending
         if event.type == "message_start":
             controller.abort("enough")
 
@@ -493,6 +499,68 @@ async def test_concurrent_tasks_share_one_journal(journal: Journal, tmp_path: Pa
         t = journal.transcript(rid)
         assert transcript_problems(t) == []
         assert text_of(t[-1]) == FINAL_TEXT
+    assert {r.status for r in journal.runs()} == {"completed"}
+
+
+@pytest.mark.anyio
+async def test_a_waiting_commit_blocks_only_its_own_runs(journal: Journal) -> None:
+    """A commit waits off the loop: only the runs whose commit waits are held up.
+
+    While another connection holds the write lock, runs on the journal wait at their run_start
+    (nothing after it reaches them), and another run on the same loop streams to its end.
+    (Committing on the loop thread would stall everything.)
+    """
+    waiting: set[str] = set()
+    durable: dict[str, list[str]] = {"a": [], "b": []}
+    both_waiting = anyio.Event()
+
+    def recording(rid: str) -> Callable[[MuleEvent, AbortSignal], Awaitable[None]]:
+        inner = journal.listener(rid)
+
+        async def listen(event: MuleEvent, signal: AbortSignal) -> None:
+            pending = inner(event, signal)
+            if pending is not None:
+                waiting.add(rid)
+                if len(waiting) == 2:
+                    both_waiting.set()
+                await pending
+            durable[rid].append(event.type)
+
+        return listen
+
+    def text_run(text: str) -> promise.MuleRunInput:
+        return promise.MuleRunInput(
+            model=MODEL,
+            system_prompt=SYSTEM,
+            messages=(USER,),
+            stream=ScriptedModel([reply(Text.of(text, 8))]),
+        )
+
+    listeners = {}
+    for rid in durable:
+        journal.begin(rid, [USER])
+        listeners[rid] = recording(rid)
+    blocker = sqlite3.connect(journal.path, isolation_level=None)
+    blocker.execute("BEGIN IMMEDIATE")
+    other: list[str] = []
+    try:
+        async with anyio.create_task_group() as tg:
+            for rid, listen in listeners.items():
+                tg.start_soon(promise.run, text_run(f"run {rid} streams"), listen)
+            await both_waiting.wait()
+            out = await promise.run(
+                text_run("the other run streams"), lambda e, s: other.append(e.type)
+            )
+            assert other[-1] == "run_end"
+            assert other.count("message_update") >= 8
+            assert durable == {"a": [], "b": []}  # both still wait for their first commit
+            blocker.execute("COMMIT")
+    finally:
+        blocker.close()
+    assert text_of(out.messages[-1]) == "the other run streams"
+    for rid, seen in durable.items():
+        assert seen[-1] == "run_end"
+        assert text_of(journal.transcript(rid)[-1]) == f"run {rid} streams"
     assert {r.status for r in journal.runs()} == {"completed"}
 
 

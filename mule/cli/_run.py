@@ -7,7 +7,7 @@ import shlex
 import signal as signals
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import IO, Any, final
@@ -49,7 +49,7 @@ from mule.tools import BASH_DEFAULT_TIMEOUT_S, Workspace, coding_tools
 IDLE_TIMEOUT_TEXT = "Model stream idle timeout"
 """How the core words a model stream that went silent (its failed message's error text)."""
 
-Record = Callable[[MuleEvent, AbortSignal], None]
+Record = Callable[[MuleEvent, AbortSignal], Awaitable[None] | None]
 
 
 @final
@@ -177,7 +177,9 @@ def _listener(
 
     async def listen(event: MuleEvent, signal: AbortSignal) -> None:
         if record is not None:
-            record(event, signal)
+            pending = record(event, signal)  # a checkpoint: durable once awaited
+            if pending is not None:
+                await pending
         if json_out is None:
             view.handle(event)
             return

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Protocol
 
 from mule.effects import MuleResume
@@ -14,18 +14,22 @@ from mule.pi._messages import Message
 class TranscriptOwner(Protocol):
     """Records runs durably and rebuilds the input that continues an interrupted one.
 
-    `listener(run_id)` must make each `tool_execution_start` durable before it returns (the
-    core runs the tool only after the listener returned), and each committed message at its
-    `message_end`; an assistant attempt followed by `model_prompt` in the same turn was
-    superseded by a retry and must not be recovered.
+    `listener(run_id)` must make each `tool_execution_start` durable before it returns, or
+    before the awaitable it returns ends (the core runs the tool only after that), and each
+    committed message at its `message_end`; an assistant attempt followed by `model_prompt` in
+    the same turn was superseded by a retry and must not be recovered.
     """
 
     def begin(self, run_id: str, messages: Sequence[Message]) -> None:
         """Record a new run and its starting messages."""
         ...
 
-    def listener(self, run_id: str) -> Callable[[MuleEvent, AbortSignal], None]:
-        """Return a listener that records one run (the first, or a resumed one) of `run_id`."""
+    def listener(self, run_id: str) -> Callable[[MuleEvent, AbortSignal], Awaitable[None] | None]:
+        """Return a listener that records one run (the first, or a resumed one) of `run_id`.
+
+        It may return an awaitable (the journal does at checkpoints, committing off the loop):
+        the event is durable once that is awaited, so a wrapper must await or return it.
+        """
         ...
 
     def recover(self, run_id: str) -> tuple[tuple[Message, ...], MuleResume | None]:

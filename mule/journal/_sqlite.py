@@ -6,8 +6,9 @@ import json
 import os
 import socket
 import sqlite3
+import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Awaitable, Iterator, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal, TypeAlias, final
@@ -24,6 +25,7 @@ from mule.effects import (
 from mule.effects._events import MuleEvent
 from mule.journal._fold import Fold, fold
 from mule.journal._record import COMMIT_POINTS, STREAM_ONLY
+from mule.journal._writer import Row, Writer
 from mule.pi import AbortSignal
 from mule.pi._messages import Message
 
@@ -99,45 +101,58 @@ def _alive(pid: int) -> bool:
 class _Segment:
     """One run's listener: buffers events and commits them at each durability point."""
 
-    __slots__ = ("buffer", "flush_every", "journal", "run_id", "segment", "seq")
+    __slots__ = ("buffer", "failed", "flush_every", "run_id", "segment", "seq", "writer")
 
     def __init__(self, journal: Journal, run_id: str, segment: int) -> None:
-        self.journal = journal
+        self.writer = journal._writer
         self.run_id = run_id
         self.segment = segment
         self.seq = 0
-        self.buffer: list[tuple[str, int, int, str, str]] = []
+        self.buffer: list[Row] = []
         self.flush_every = journal.flush_every
+        self.failed: list[BaseException] = []  # a write of buffered events that failed
 
-    def __call__(self, event: MuleEvent, signal: AbortSignal | None = None) -> None:
-        """Record `event`; return only once a checkpoint event is durable."""
+    def __call__(
+        self, event: MuleEvent, signal: AbortSignal | None = None
+    ) -> Awaitable[None] | None:
+        """Record `event`; at a checkpoint, return an awaitable that ends once it is durable.
+
+        The commit runs in the journal's writer thread, so the event loop (and every other
+        run on it) keeps going while this run waits; a wrapper must await what this returns.
+        """
         kind = event.type
-        self.buffer.append((self.run_id, self.segment, self.seq, kind, event_to_record(event)))
+        buffer = self.buffer
+        buffer.append((self.run_id, self.segment, self.seq, kind, event_to_record(event)))
         self.seq += 1
-        if kind in COMMIT_POINTS or len(self.buffer) >= self.flush_every:
+        if kind in COMMIT_POINTS:
+            if self.failed:
+                raise JournalError(f"journal write failed: {self.failed[0]}") from self.failed[0]
             status = event.outcome if kind == "run_end" else None  # type: ignore[union-attr]
-            self.flush(status)
-
-    def flush(self, status: str | None = None) -> None:
-        """Write the buffered events in one short transaction."""
-        rows, self.buffer = self.buffer, []
-        with self.journal._write() as db:
-            db.executemany("INSERT INTO events VALUES (?, ?, ?, ?, ?)", rows)
-            if status is not None:
-                db.execute(
-                    "UPDATE runs SET status = ?, updated_ms = ? WHERE run_id = ?",
-                    (status, _now_ms(), self.run_id),
-                )
+            self.buffer = []
+            return self.writer.submit(buffer, None if status is None else (status, self.run_id))
+        if len(buffer) >= self.flush_every:  # written in the background: nobody waits
+            self.buffer = []
+            self.writer.submit(buffer, errors=self.failed)
+        return None
 
 
 class _Tx:
-    """`with journal._write() as db`: BEGIN IMMEDIATE ... COMMIT, or ROLLBACK on error."""
+    """`with journal._write() as db`: BEGIN IMMEDIATE ... COMMIT, or ROLLBACK on error.
 
-    def __init__(self, db: sqlite3.Connection) -> None:
+    Holds the journal's lock for the transaction (a commit may be in a worker thread).
+    """
+
+    def __init__(self, db: sqlite3.Connection, lock: threading.Lock) -> None:
         self.db = db
+        self.lock = lock
 
     def __enter__(self) -> sqlite3.Connection:
-        self.db.execute("BEGIN IMMEDIATE")
+        self.lock.acquire()
+        try:
+            self.db.execute("BEGIN IMMEDIATE")
+        except BaseException:
+            self.lock.release()
+            raise
         return self.db
 
     def __exit__(
@@ -146,7 +161,18 @@ class _Tx:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        self.db.execute("COMMIT" if kind is None else "ROLLBACK")
+        try:
+            if kind is None:
+                try:
+                    self.db.execute("COMMIT")
+                except BaseException:
+                    if self.db.in_transaction:  # a failed COMMIT leaves it open
+                        self.db.execute("ROLLBACK")
+                    raise
+            else:
+                self.db.execute("ROLLBACK")
+        finally:
+            self.lock.release()
 
 
 @final
@@ -180,7 +206,17 @@ class Journal:
         self.path = Path(path)
         self.flush_every = flush_every
         # Autocommit mode: transactions are explicit and short (BEGIN IMMEDIATE ... COMMIT).
-        self._db = sqlite3.connect(self.path, isolation_level=None, timeout=busy_timeout_ms / 1000)
+        # Checkpoints commit in the writer thread; `_lock` keeps one thread on the connection.
+        self._db = sqlite3.connect(
+            self.path,
+            isolation_level=None,
+            timeout=busy_timeout_ms / 1000,
+            check_same_thread=False,
+        )
+        self._lock = threading.Lock()
+        self._writer = Writer(
+            self._write, JournalError, busy_timeout_ms / 1000 + 60, f"mule-journal {self.path}"
+        )
         self._db.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
         self._db.execute("PRAGMA journal_mode = WAL")
         self._db.execute(f"PRAGMA synchronous = {synchronous}")
@@ -193,11 +229,13 @@ class Journal:
                 db.execute("ALTER TABLE runs ADD COLUMN meta TEXT NOT NULL DEFAULT '{}'")
 
     def _write(self) -> _Tx:
-        return _Tx(self._db)
+        return _Tx(self._db, self._lock)
 
     def close(self) -> None:
-        """Close the database connection."""
-        self._db.close()
+        """Write what was handed to the writer thread, stop it, and close the connection."""
+        self._writer.close()
+        with self._lock:
+            self._db.close()
 
     def __enter__(self) -> Journal:
         return self
@@ -222,12 +260,14 @@ class Journal:
             raise JournalError(f"run {run_id!r} already exists") from exc
 
     def listener(self, run_id: str) -> _Segment:
-        """Return a listener recording one run of `run_id` (promise form: sync, returns None).
+        """Return a listener recording one run of `run_id` (promise form).
 
-        Checkpoint events (run_start, tool_execution_start/end, message_end, turn_end, run_end)
-        are committed before the listener returns; since the core awaits the listener before
-        acting on an event, a tool's start is durable before the tool is looked up or run.
-        Other events are buffered and written with the next checkpoint.
+        At checkpoint events (run_start, tool_execution_start/end, message_end, turn_end,
+        run_end) it returns an awaitable that ends once the event is committed; since the core
+        awaits the listener before acting on an event, a tool's start is durable before the
+        tool is looked up or run. The commit runs in a worker thread, grouped with the other
+        runs' commits, so the event loop is not blocked. Other events are buffered (it returns
+        None) and written with the next checkpoint, or once `flush_every` are waiting.
         """
         with self._write() as db:
             row = db.execute("SELECT segments FROM runs WHERE run_id = ?", (run_id,)).fetchone()
@@ -255,15 +295,25 @@ class Journal:
 
     # -- reading ----------------------------------------------------------------------------
 
+    def _rows(self, sql: str, params: Sequence[object] = ()) -> list[Any]:
+        """Run a query under the lock (a commit may be in a worker thread): all its rows."""
+        with self._lock:
+            return self._db.execute(sql, params).fetchall()
+
+    def _row(self, sql: str, params: Sequence[object] = ()) -> Any:
+        """Return the first row of a query, or None."""
+        with self._lock:
+            return self._db.execute(sql, params).fetchone()
+
     def meta(self, run_id: str) -> dict[str, str]:
         """Return the run's metadata (see `set_meta`)."""
-        row = self._db.execute("SELECT meta FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+        row = self._row("SELECT meta FROM runs WHERE run_id = ?", (run_id,))
         if row is None:
             raise JournalError(f"unknown run {run_id!r}")
         return _meta(row[0])
 
     def _base(self, run_id: str) -> tuple[Message, ...]:
-        row = self._db.execute("SELECT base FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+        row = self._row("SELECT base FROM runs WHERE run_id = ?", (run_id,))
         if row is None:
             raise JournalError(f"unknown run {run_id!r}")
         messages: tuple[Message, ...] = from_json(tuple[Message, ...], row[0])
@@ -271,7 +321,7 @@ class Journal:
 
     def _fold(self, run_id: str) -> Fold:
         base = self._base(run_id)
-        rows = self._db.execute(
+        rows = self._rows(
             "SELECT body FROM events WHERE run_id = ? AND type NOT IN (?, ?) ORDER BY segment, seq",
             (run_id, *STREAM_ONLY),
         )
@@ -292,7 +342,7 @@ class Journal:
 
     def events(self, run_id: str) -> Iterator[tuple[int, int, dict[str, Any]]]:
         """Yield `(segment, seq, json)` for every recorded event (message_update compact)."""
-        rows = self._db.execute(
+        rows = self._rows(
             "SELECT segment, seq, body FROM events WHERE run_id = ? ORDER BY segment, seq",
             (run_id,),
         )
@@ -303,7 +353,7 @@ class Journal:
         """Return every recorded run, oldest first, with its status."""
         host = socket.gethostname()
         out: list[RunInfo] = []
-        for run_id, status, segments, pid, where, created, updated in self._db.execute(
+        for run_id, status, segments, pid, where, created, updated in self._rows(
             "SELECT run_id, status, segments, pid, host, created_ms, updated_ms FROM runs"
             " ORDER BY created_ms, run_id"
         ):

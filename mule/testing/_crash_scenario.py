@@ -7,12 +7,13 @@ parent can count what really ran.
 from __future__ import annotations
 
 import importlib
+import inspect
 import json
 import os
 import socket
 import time
 import traceback
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -129,7 +130,7 @@ def scenario_tools(effects: Path, point: Point = no_point) -> list[promise.MuleT
 
 def announcing(
     listener: Callable[[MuleEvent, AbortSignal], object], point: Point
-) -> Callable[[MuleEvent, AbortSignal], None]:
+) -> Callable[[MuleEvent, AbortSignal], Awaitable[None]]:
     """Wrap an owner's listener: announce `before:X` and `after:X` around each checkpoint event.
 
     X is `RS`, `XS:<id>`, `XE:<id>`, `ME:<id>` (a tool result), `ME:a<k>` (the k-th assistant
@@ -140,7 +141,7 @@ def announcing(
     turns = 0
     streaming: set[str] = set()
 
-    def listen(event: MuleEvent, sig: AbortSignal) -> None:
+    async def listen(event: MuleEvent, sig: AbortSignal) -> None:
         nonlocal attempts, turns
         kind = event.type
         name: str | None = None
@@ -167,7 +168,9 @@ def announcing(
             name = "RE"
         if name is not None:
             point(f"before:{name}", None)
-        listener(event, sig)
+        pending = listener(event, sig)
+        if pending is not None and inspect.isawaitable(pending):  # durable once awaited
+            await pending
         if name is not None:
             point(f"after:{name}", data)
         elif type(event) is MessageUpdate and event.message.value not in streaming:
