@@ -43,7 +43,7 @@ async def main() -> None:
         mule.MuleRunInput(
             model=model,
             system_prompt="You count words.",
-            messages=(UserMessage("How many words in 'an honest loop'?", 0),),
+            messages=(UserMessage("How many words in 'an honest loop'?"),),
             stream=script,
             tools=[word_count],
         ),

@@ -7,7 +7,7 @@ import pytest
 import mule
 from mule.pi import Message, Model, UserMessage
 from mule.pi._scripted import Call, ScriptedModel, reply
-from mule.promise._adapt import adapt_input
+from mule.promise import core_input
 
 MODEL = Model(id="m", name="M", api="scripted", provider="p", base_url="")
 
@@ -59,7 +59,7 @@ async def test_cancelled_before_start_keeps_the_input() -> None:
     controller.abort("no")
     first = (UserMessage("hi", 1),)
     async with mule.effects.stream(
-        adapt_input(_inp(ScriptedModel([]), first)), controller.signal
+        core_input(_inp(ScriptedModel([]), first)), controller.signal
     ) as run:
         pass
     assert run.outcome.unwrap().all_messages == first

@@ -94,12 +94,14 @@ def tool(
     in a worker thread. An exception fails the run (`MuleError(tool)`) unless
     `errors_as_results`, which turns it into an `is_error` result the model sees.
 
+    Examples:
     >>> @tool
     ... def add(a: int, b: int) -> int:
     ...     '''Add two integers.'''
     ...     return a + b
-    >>> add.descriptor.parameters["required"]
-    ['a', 'b']
+    >>> add.descriptor.parameters["required"] == ["a", "b"]
+    True
+
     """
 
     def build(f: F) -> MuleTool:
