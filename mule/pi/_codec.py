@@ -7,7 +7,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 import types
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -41,7 +40,7 @@ from mule.pi._content import (
 from mule.pi._context import Context, ThinkingBudgets, Tool
 from mule.pi._events import EVENT_CLASSES
 from mule.pi._js_values import as_json_number
-from mule.pi._json import stringify
+from mule.pi._json import loads, stringify
 from mule.pi._messages import (
     WIRE_REQUIRED,
     AssistantMessage,
@@ -393,8 +392,8 @@ class WireCodec:
     def from_json(self, type_: Any, text: str | bytes) -> Any:
         """Parse JSON text and decode it as `type_`; raise `WireError` for either fault."""
         try:
-            data = json.loads(text)
-        except (ValueError, RecursionError) as exc:
+            data = loads(text)  # bounded: depth and number size
+        except ValueError as exc:
             raise WireError(_type_name(type_), [f"not JSON ({exc}) @ $"]) from exc
         return self.from_wire(type_, data)
 

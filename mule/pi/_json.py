@@ -32,6 +32,13 @@ _compact = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 _PY_FLOAT = re.compile(r'"(?:[^"\\]|\\.)*"|-?[0-9]+\.0(?![0-9])|-?[0-9](?:\.[0-9]+)?e-[0-9]+')
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _escape_surrogate(m: re.Match[str]) -> str:
+    return f"\\u{ord(m.group(0)):04x}"
+
+
 def _js_float(m: re.Match[str]) -> str:
     token = m.group(0)
     if token[0] == '"':
@@ -51,6 +58,11 @@ def stringify(value: object) -> str:
     '{"a":[1,"ü",0.000036,0],"b":null,"c":"1.0"}'
     """
     text = _compact(value)
+    # A lone surrogate (JSON's "\ud800" decodes to one) is escaped, as JS's well-formed
+    # JSON.stringify does: raw, it is text no UTF-8 writer (SQLite, HTTP) can encode.
+    # `isascii` is O(1) on str, so only non-ASCII text pays for the search.
+    if not text.isascii() and _SURROGATE.search(text):
+        text = _SURROGATE.sub(_escape_surrogate, text)
     # Only a float ending in ".0" (then `,`, `]`, `}` or the end) or with an exponent is
     # respelt: a float such as 0.05 alone must not cost a second pass over a long message.
     if "e-" in text or ".0," in text or ".0}" in text or ".0]" in text or text.endswith(".0"):

@@ -14,7 +14,7 @@ from typing import Any
 from partial_json_parser import Allow
 from partial_json_parser import loads as loads_partial
 
-from mule.pi._json import JsonObject, loads
+from mule.pi._json import MAX_DEPTH, JsonObject, loads, nested_deeper_than
 
 _VALID_ESCAPES = frozenset('"\\/bfnrtu')
 _HEX = frozenset("0123456789abcdefABCDEF")
@@ -90,7 +90,7 @@ def parse_json_with_repair(text: str) -> Any:
 def parse_streaming_json(text: str) -> JsonObject:
     """Parse possibly incomplete JSON arguments; always return an object (`{}` as fallback).
 
-    Arguments nested too deeply for Python's decoders are that fallback too (Pi would parse them).
+    Arguments nested deeper than `MAX_DEPTH` are that fallback too (Pi would parse them).
     """
     if not text or text.isspace():
         return {}
@@ -105,7 +105,9 @@ def parse_streaming_json(text: str) -> JsonObject:
                 value = loads_partial(repair_json(text), Allow.ALL)
             except Exception:
                 return {}
-    return value if isinstance(value, dict) else {}
+    if not isinstance(value, dict) or nested_deeper_than(value, MAX_DEPTH):
+        return {}  # the partial parser has no depth bound of its own
+    return value
 
 
 __all__ = ["parse_json_with_repair", "parse_streaming_json", "repair_json"]
