@@ -149,7 +149,7 @@ def test_the_waiting_spinner_moves(fake: FakeOpenAI, terminal: Callable[..., Pan
 
 
 def test_approval_prompt_and_tool_box(
-    fake: FakeOpenAI, terminal: Callable[..., Pane], project: Path
+    fake: FakeOpenAI, terminal: Callable[..., Pane], project: Path, size: tuple[int, int]
 ) -> None:
     """The bash call asks in a box; `y` runs it; its result shows; the answer follows."""
     fake.push(chat_stream(calls=[tool_call("c1", "bash", {"command": "echo made > f.txt"})]))
@@ -167,6 +167,20 @@ def test_approval_prompt_and_tool_box(
     assert float(took.group(1)) < 0.5  # the user took longer than that to say yes
     assert "2 turns" in shown
     assert (project / "f.txt").read_text() == "made\n"
+    if size == (80, 24):  # the README shows this screen: it must stay true
+        assert _from_first_tool(shown.split("[exit 0]")[0]) == _from_first_tool(_readme_screen())
+
+
+def _from_first_tool(screen: str) -> list[str]:
+    rows = [re.sub(r"\d+\.\d s$", "N s", r) for r in screen.rstrip().splitlines()]
+    return rows[next(i for i, r in enumerate(rows) if r.startswith("→ ")) :]
+
+
+def _readme_screen() -> str:
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    block = readme.split("<!-- cli-80x24 -->\n```text\n")[1].split("```\n<!-- /cli-80x24 -->")[0]
+    assert max(len(r) for r in block.splitlines()) <= 80
+    return block
 
 
 def test_a_retry_notice(fake: FakeOpenAI, terminal: Callable[..., Pane]) -> None:
