@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import time
@@ -11,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from mule.cli import build_parser
-from mule.testing.fake_openai import FakeOpenAI, chat_stream, chat_text
+from mule.testing.fake_openai import FakeOpenAI, chat_stream, chat_text, openai_error, tool_call
 from tests import cli_support
 
 pytestmark = pytest.mark.slow
@@ -187,3 +188,42 @@ def test_a_missing_extra_prints_the_install_line(
     assert done.returncode == 2
     assert "Traceback" not in done.stderr
     assert done.stderr.splitlines()[-1] == f"mule: {line}"
+
+
+def test_a_404_from_a_custom_server_suggests_api_and_the_suggestion_works(
+    fake: FakeOpenAI, project: Path, env: dict[str, str]
+) -> None:
+    """Against a chat-only server openai/* gets a 404; the advice names a flag that fixes it.
+
+    Adding exactly the advised `--api openai-completions` makes the same command work.
+    """
+    keyed = {**env, "OPENAI_API_KEY": "sk-test"}
+    base = ["run", "hi", "-m", "openai/gpt-4o-mini", "--base-url", fake.base_url, "--tools", ""]
+    fake.push(openai_error(404, "fake: no route POST /v1/responses", type="not_found"))
+    failed = mule([*base, "--provider-retries", "0"], keyed, project)
+    assert failed.returncode == 1
+    lead = "the server at --base-url may not speak openai-responses"
+    advice = next((r for r in failed.stderr.splitlines() if r.startswith(lead)), None)
+    assert advice is not None, failed.stderr
+    flag = advice.split("e.g. ")[1].split()
+    fake.push(chat_text("chat works"))
+    fixed = mule([*base, "--provider-retries", "0", *flag], keyed, project)
+    assert fixed.returncode == 0, fixed.stderr
+    assert fixed.stdout == "chat works\n"
+
+
+def test_a_tool_argument_error_shows_pis_own_text(
+    fake: FakeOpenAI, project: Path, env: dict[str, str]
+) -> None:
+    """A call missing `path` shows pi-ai 0.73.1's words, the same text the model is sent.
+
+    Pi validates with TypeBox, whose text is `must have required properties path`.
+    """
+    fake.push(chat_stream(calls=[tool_call("c1", "read", {})]))
+    fake.push(chat_text("Sorry."))
+    done = mule(run_args(fake, "read it"), env, project)
+    assert done.returncode == 0, done.stderr
+    assert '  Validation failed for tool "read":' in done.stderr.splitlines()
+    assert "    - path: must have required properties path" in done.stderr.splitlines()
+    sent = fake.requests[1]["body"]["messages"][-1]["content"]
+    assert "  - path: must have required properties path" in json.dumps(sent)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import signal as signals
 import sys
@@ -117,6 +118,7 @@ async def drive(
     listener: MulePromiseListener,
     errors: Console,
     view: LiveView | None = None,
+    advice: Callable[[str], str | None] | None = None,
 ) -> int:
     """Run to the end and return the exit code; the first Ctrl-C cancels the run honestly.
 
@@ -152,14 +154,9 @@ async def drive(
             code = EXIT_OK
         except MuleRunFailed as exc:
             errors.print(Text(f"run failed ({exc.phase}): {exc.error.message}", style="bold red"))
-            if IDLE_TIMEOUT_TEXT in exc.error.message:
-                errors.print(
-                    Text(
-                        "the model sent nothing for that long: wait longer with "
-                        "--idle-timeout SECONDS (0 waits forever)",
-                        style="dim",
-                    )
-                )
+            said = advice(exc.error.message) if advice is not None else None
+            if said is not None:
+                errors.print(Text(said, style="dim"))
             code = EXIT_FAILED
         except AbortError:
             errors.print(Text("run cancelled", style="yellow"))
@@ -204,6 +201,22 @@ def _plan(
     if opts.prompt:
         return Failure("--resume continues a run as it was; leave out the prompt")
     return continuation(journal, opts.resume).map(lambda c: (c.run_id or opts.resume, c))
+
+
+def failure_advice(message: str, *, api: str, custom_url: bool) -> str | None:
+    """Return what to change after a run failed with `message`, when the CLI can tell."""
+    if IDLE_TIMEOUT_TEXT in message:
+        return (
+            "the model sent nothing for that long: wait longer with --idle-timeout SECONDS "
+            "(0 waits forever)"
+        )
+    if custom_url and re.search(r"\b404\b", message):
+        other = "openai-responses" if api == "openai-completions" else "openai-completions"
+        return (
+            f"the server at --base-url may not speak {api}: choose its wire API with --api, "
+            f"e.g. --api {other}"
+        )
+    return None
 
 
 def resume_hint(path: Path, run_id: str, yes: bool) -> str:
@@ -316,7 +329,12 @@ async def run_command(opts: RunOptions) -> int:
             if tracing is not None:
                 listener = tracing(listener)
             try:
-                code = await drive(inp, listener, err, view)
+                custom_url = opts.base_url is not None and opts.api is None
+
+                def advice(message: str) -> str | None:
+                    return failure_advice(message, api=target.model.api, custom_url=custom_url)
+
+                code = await drive(inp, listener, err, view, advice)
             finally:
                 view.close()
             if not opts.json:
