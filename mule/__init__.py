@@ -17,6 +17,7 @@ from mule.effects import (
     MuleRunOutcome,
     MuleRunSettings,
     MuleStreamFunction,
+    RunLimits,
     StreamNotEnded,
 )
 from mule.effects._errors import MuleError, MulePhase
@@ -99,6 +100,7 @@ __all__ = [
     "MuleToolResult",
     "RetryPolicy",
     "RunEnd",
+    "RunLimits",
     "RunStart",
     "StreamNotEnded",
     "ToolCompleted",

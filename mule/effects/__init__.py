@@ -32,6 +32,7 @@ from mule.effects._events import (
 )
 from mule.effects._identity import MuleIdentity, MuleIdentityKind
 from mule.effects._inputs import MulePortsInput
+from mule.effects._limits import LimitName, RunLimits
 from mule.effects._outcome import MuleCompletedTurn, MuleRunOutcome
 from mule.effects._ports import (
     EmitPort,
@@ -68,6 +69,7 @@ __all__ = [
     "ExecutionMode",
     "INTERRUPTED_UNSAFE",
     "MULE_CODEC",
+    "LimitName",
     "MessageEnd",
     "MessageStart",
     "MessageUpdate",
@@ -97,6 +99,7 @@ __all__ = [
     "Replay",
     "ResolveKeyPort",
     "RunEnd",
+    "RunLimits",
     "RunStart",
     "RunStatus",
     "RunStream",

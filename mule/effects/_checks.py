@@ -53,6 +53,7 @@ def check_input(inp: MulePortsInput) -> Result[RunConfig, MuleError]:
             has_stop=ports.should_stop is not None,
             has_retry_after=inp.retry_after_ms is not None,
             idle_timeout_ms=inp.model_stream_idle_timeout_ms,
+            limits=inp.limits,
         )
     )
 

@@ -8,7 +8,8 @@ from attrs import frozen
 
 from mule.effects._events import RunStatus
 from mule.effects._identity import MuleIdentity
-from mule.pi._messages import AssistantMessage, Message, ToolResultMessage
+from mule.effects._limits import LimitName
+from mule.pi._messages import ZERO_USAGE, AssistantMessage, Message, ToolResultMessage, Usage
 
 
 @final
@@ -43,6 +44,10 @@ class MuleRunOutcome:
         all_messages: The whole conversation: the input `messages` followed by the new
             ones, the context to continue from. Empty in an outcome decoded from a record
             written before this field existed.
+        usage: The run's total tokens and cost over every model attempt, retried and
+            failed attempts included (`message.usage` is the last response's only).
+        limit: The `RunLimits` bound that stopped the run (`"max_turns"`,
+            `"max_output_tokens"` or `"max_cost_usd"`), or None.
 
     """
 
@@ -52,6 +57,8 @@ class MuleRunOutcome:
     message: AssistantMessage
     messages: tuple[Message, ...]
     all_messages: tuple[Message, ...] = ()
+    usage: Usage = ZERO_USAGE
+    limit: LimitName | None = None
 
 
 __all__ = ["MuleCompletedTurn", "MuleRunOutcome"]

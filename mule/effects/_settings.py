@@ -7,6 +7,7 @@ from typing import TypeAlias
 
 from attrs import frozen
 
+from mule.effects._limits import RunLimits
 from mule.effects._resume import MuleResume
 from mule.effects._tools import ExecutionMode
 from mule.pi._context import Context, StreamOptions
@@ -35,6 +36,7 @@ class MuleRunSettings:
     tool_execution: ExecutionMode = "parallel"
     retry: RetryPolicy | None = None
     retry_after_ms: Callable[[AssistantMessage], float | None] | None = None
+    limits: RunLimits | None = None
 
 
 __all__ = ["MuleRunSettings", "MuleStreamFunction"]

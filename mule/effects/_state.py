@@ -8,11 +8,12 @@ from typing import Literal, TypeAlias, final
 from attrs import frozen
 
 from mule.effects._identity import MuleIdentity
+from mule.effects._limits import LimitName, RunLimits
 from mule.effects._resume import MuleResume
 from mule.effects._tools import MuleToolDeclaration, MuleToolResult
 from mule.pi._content import ToolCall
 from mule.pi._context import StreamOptions, Tool
-from mule.pi._messages import AssistantMessage, Message, ToolResultMessage
+from mule.pi._messages import ZERO_USAGE, AssistantMessage, Message, ToolResultMessage, Usage
 from mule.pi._model import Model
 from mule.pi._retry import RetryPolicy
 
@@ -37,6 +38,7 @@ class RunConfig:
     has_stop: bool
     has_retry_after: bool
     idle_timeout_ms: float | None
+    limits: RunLimits | None = None
 
 
 @final
@@ -160,6 +162,9 @@ class RunState:
     first_turn: bool = True
     more: bool = False
     last_assistant: AssistantMessage | None = None
+    usage: Usage = ZERO_USAGE  # every attempt's, retried and failed ones included
+    turns: int = 0
+    limit: LimitName | None = None
 
 
 __all__ = [

@@ -11,6 +11,7 @@ from mule.effects._events import (
     MessageStart,
     TurnEnd,
 )
+from mule.effects._limits import add_usage
 from mule.effects._protocol import (
     CLOSE_MODEL,
     PULL_MODEL,
@@ -106,6 +107,7 @@ def _attempt_settled(t: _Txn, phase: Streaming, final: AssistantMessage) -> None
         t.cmds.append(MessageStart(run=run, turn=turn, message=mid, value=final))
     t.cmds.append(MessageEnd(run=run, turn=turn, message=mid, value=final))
     t.cmds.append(CLOSE_MODEL)
+    t.usage = add_usage(t.usage, final.usage)
     stop = final.stop_reason
     policy = t.cfg.retry
     if stop == "error" and policy is not None and policy.enabled:

@@ -13,6 +13,7 @@ from mule.effects._events import (
     TurnEnd,
     TurnStart,
 )
+from mule.effects._limits import reached
 from mule.effects._outcome import MuleCompletedTurn
 from mule.effects._protocol import (
     ASK_FOLLOW_UP,
@@ -74,6 +75,14 @@ def _end_turn(
     t.cmds.append(
         TurnEnd(run=t.cfg.run, turn=t.current_turn(), message=message, tool_results=results)
     )
+    t.turns += 1
+    if more or t.cfg.has_steering or t.cfg.has_follow_up:
+        # A limit stops the run only where another turn could start.
+        limit = reached(t.cfg.limits, t.turns, t.usage)
+        if limit is not None:
+            t.limit = limit
+            _complete(t)
+            return
     if t.cfg.has_stop:
         t.phase = AwaitingStop(more)
         turn = MuleCompletedTurn(message, results, t.context, t.new)

@@ -36,12 +36,15 @@ class _Txn:
         "context",
         "first_turn",
         "last_assistant",
+        "limit",
         "more",
         "new",
         "next_id",
         "phase",
         "state",
         "turn",
+        "turns",
+        "usage",
     )
 
     def __init__(self, state: RunState) -> None:
@@ -55,6 +58,9 @@ class _Txn:
         self.first_turn = state.first_turn
         self.more = state.more
         self.last_assistant = state.last_assistant
+        self.usage = state.usage
+        self.turns = state.turns
+        self.limit = state.limit
         self.cmds: list[Command] = []
 
     @property
@@ -84,6 +90,9 @@ class _Txn:
                 first_turn=self.first_turn,
                 more=self.more,
                 last_assistant=self.last_assistant,
+                usage=self.usage,
+                turns=self.turns,
+                limit=self.limit,
             ),
             tuple(self.cmds),
         )
@@ -111,6 +120,8 @@ def _complete(t: _Txn) -> None:
         message=message,
         messages=t.new,
         all_messages=t.context,
+        usage=t.usage,
+        limit=t.limit,
     )
     _finish(t, outcome, None)
 
@@ -130,6 +141,7 @@ def _cancel(t: _Txn, fact: CancelRequested) -> None:
         message=_synthetic(t, "aborted", fact.reason),
         messages=t.new,
         all_messages=t.context,
+        usage=t.usage,
     )
     _finish(t, outcome, None)
 

@@ -1,0 +1,141 @@
+"""Run totals (`MuleRunOutcome.usage`) and `RunLimits`, through both roots."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from returns.result import Success
+
+import mule
+import mule.effects
+from mule.effects import MuleEvent
+from mule.pi import Model, RetryPolicy, Usage, UsageCost, UserMessage
+from mule.pi._scripted import Call, Reply, ScriptedModel, error_reply, reply
+from mule.promise import core_input
+
+MODEL = Model(id="m", name="M", api="scripted", provider="p", base_url="")
+
+
+def _usage(output: int, cost: float = 0.0) -> Usage:
+    return Usage(
+        input=10,
+        output=output,
+        total_tokens=10 + output,
+        cost=UsageCost(output=cost, total=cost),
+    )
+
+
+@mule.tool(replay="safe")
+def echo(text: str) -> str:
+    """Echo."""
+    return text
+
+
+def _inp(replies: list[Reply], **kw: Any) -> mule.MuleRunInput:
+    return mule.MuleRunInput(
+        model=MODEL,
+        system_prompt="",
+        messages=(UserMessage("go", 1),),
+        stream=ScriptedModel(replies),
+        tools=[echo],
+        **kw,
+    )
+
+
+def _calls(*ids: str) -> Reply:
+    return reply(*(Call(i, "echo", {"text": i}) for i in ids), usage=_usage(5, 0.25))
+
+
+@pytest.mark.anyio
+async def test_usage_totals_every_attempt_retried_ones_included() -> None:
+    replies = [
+        error_reply("503 overloaded", usage=_usage(3, 0.5), start=True),
+        reply("done", usage=_usage(7, 1.0)),
+    ]
+    inp = _inp(replies, retry=RetryPolicy(enabled=True, max_retries=1, base_delay_ms=1))
+    out = await mule.run(inp)
+    assert out.message.usage.output == 7  # the last response's own
+    assert out.usage.output == 10
+    assert out.usage.input == 20
+    assert out.usage.total_tokens == 30
+    assert out.usage.cost.total == pytest.approx(1.5)
+    assert out.limit is None
+
+
+@pytest.mark.anyio
+async def test_max_turns_stops_after_the_turn_settles() -> None:
+    events: list[MuleEvent] = []
+    replies = [_calls("c1", "c2"), _calls("c3"), reply("never")]
+    out = await mule.run(
+        _inp(replies, limits=mule.RunLimits(max_turns=1)), lambda e, s: events.append(e)
+    )
+    assert out.status == "completed"
+    assert out.limit == "max_turns"
+    # Both tools of the batch ran and the turn ended before the stop.
+    assert [m.role for m in out.messages] == ["assistant", "toolResult", "toolResult"]
+    ends = [e for e in events if e.type == "run_end"]
+    assert [e.outcome for e in ends] == ["completed"]
+    assert events[-1].type == "run_end"
+    assert [e.type for e in events].count("turn_end") == 1
+
+
+@pytest.mark.anyio
+async def test_max_output_tokens_reached_mid_batch_stops_after_that_turn() -> None:
+    events: list[MuleEvent] = []
+    replies = [_calls("c1"), _calls("c2", "c3"), _calls("c4"), reply("never")]
+    out = await mule.run(
+        _inp(replies, limits=mule.RunLimits(max_output_tokens=10)), lambda e, s: events.append(e)
+    )
+    assert out.limit == "max_output_tokens"
+    assert out.usage.output == 10
+    assert [e.type for e in events].count("turn_end") == 2
+    assert [m.role for m in out.messages][-2:] == ["toolResult", "toolResult"]
+    assert [e.outcome for e in events if e.type == "run_end"] == ["completed"]
+
+
+@pytest.mark.anyio
+async def test_max_cost_usd_through_the_effects_root() -> None:
+    replies = [_calls("c1"), _calls("c2"), _calls("c3"), reply("never")]
+    result = await mule.effects.run(
+        core_input(_inp(replies, limits=mule.RunLimits(max_cost_usd=0.5)))
+    )
+    assert isinstance(result, Success)
+    out = result.unwrap()
+    assert out.limit == "max_cost_usd"
+    assert out.usage.cost.total == pytest.approx(0.5)
+
+
+@pytest.mark.anyio
+async def test_a_run_that_ends_first_names_no_limit() -> None:
+    out = await mule.run(_inp([_calls("c1"), reply("done")], limits=mule.RunLimits(max_turns=2)))
+    assert out.limit is None
+    assert out.message.content[0].text == "done"  # type: ignore[union-attr]
+
+
+@pytest.mark.anyio
+async def test_a_stop_hook_is_not_asked_once_a_limit_stopped_the_run() -> None:
+    asked: list[int] = []
+
+    async def stop(turn: mule.MuleCompletedTurn, signal: mule.AbortSignal) -> bool:
+        asked.append(1)
+        return False
+
+    out = await mule.run(
+        _inp(
+            [_calls("c1"), _calls("c2"), reply("never")],
+            limits=mule.RunLimits(max_turns=2),
+            should_stop_after_turn=stop,
+        )
+    )
+    assert out.limit == "max_turns"
+    assert asked == [1]  # after turn 1 only
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [{"max_turns": 0}, {"max_turns": 1.5}, {"max_output_tokens": -1}, {"max_cost_usd": 0}],
+)
+def test_limits_are_checked(kw: dict[str, Any]) -> None:
+    with pytest.raises(ValueError, match="must be"):
+        mule.RunLimits(**kw)
