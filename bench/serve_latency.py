@@ -1,0 +1,322 @@
+"""The latency `mule serve` adds from a pi stdout line to a WebSocket client; the parse rate.
+
+The parse rate is the bridge's, against pi's own emission rate.
+
+Latency. A stand-in pi (`bench/_stamping_pi.py`) writes a run whose text deltas carry the
+`CLOCK_MONOTONIC` time at which each line was written, paced `--interval-us` apart (so nothing
+queues: this is latency, not throughput). A WebSocket client on the same machine takes the
+time as each frame arrives and subtracts. Two paths, the same uvicorn, client and pacing:
+
+- mule: `mule.serve` (the bridge parses the line, maps it to mule events, the job fans the
+  compact frame out through the client's queue);
+- floor: a bare Starlette endpoint that runs the same stand-in and forwards each stdout line to
+  the socket as it is, with no parsing at all.
+
+mule adds = mule - floor, at p50 and p99 (target: at most 1 ms at p50).
+
+Parse rate. The real pi (`node/node_modules/.bin/pi`), pointed at the fake OpenAI server
+streaming `--pieces` tokens with no delay, is recorded: its stdout lines and their arrival
+times give pi's emission rate (lines per second, first to last). The same bytes then go through
+the bridge's parsing (LineFramer, parse_record, EventMapper) as fast as it can; the ratio is
+the headroom (target: at least 10x).
+
+    .venv/bin/python bench/serve_latency.py [--deltas 1000] [--interval-us 2000] [--runs 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import uvicorn
+from starlette.applications import Starlette
+from starlette.routing import WebSocketRoute
+from starlette.websockets import WebSocket
+from websockets.sync.client import connect
+
+from mule.pirc import DEFAULT_MAX_LINE_BYTES, BridgeConfig, EventMapper, LineFramer, parse_record
+from mule.serve import ServerConfig, create_app
+from mule.serve._app import bind_socket
+from mule.serve._setup import make_agent_dir, model_setup
+from mule.testing.fake_openai import FakeOpenAI, chat_text
+
+HERE = Path(__file__).resolve().parent
+STAMPING_PI = HERE / "_stamping_pi.py"
+REAL_PI = HERE.parent / "node" / "node_modules" / ".bin" / "pi"
+TOKEN = "bench-token-0123456789abcdef"
+PROMPT = b'{"type":"prompt","id":"bench-1","message":"go"}\n'
+
+
+def percentile(values: Sequence[float], p: float) -> float:
+    """Return the p-th percentile (nearest rank) of values."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(p / 100 * len(ordered)) - 1))]
+
+
+@contextmanager
+def serving(app: Any) -> Iterator[int]:
+    """Run `app` under uvicorn (asyncio) in a thread on 127.0.0.1; yield its port."""
+    sock = bind_socket("127.0.0.1", 0)
+    port: int = sock.getsockname()[1]
+    config = uvicorn.Config(app, ws="websockets-sansio", lifespan="on", log_level="warning")
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, args=([sock],), daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started:
+        if time.monotonic() > deadline or not thread.is_alive():
+            raise RuntimeError("uvicorn did not start")
+        time.sleep(0.01)
+    try:
+        yield port
+    finally:
+        server.should_exit = True
+        thread.join(60)
+        sock.close()
+
+
+def stamping_pi(tmp: Path) -> str:
+    """Return an executable that runs the stand-in pi with this interpreter."""
+    exe = tmp / "pi"
+    exe.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{STAMPING_PI}" "$@"\n')
+    exe.chmod(0o755)
+    return str(exe)
+
+
+def _stamp(delta: str) -> int:
+    return int(delta.split(";", 1)[0])
+
+
+def mule_latencies(exe: str, deltas: int, interval_us: int) -> list[float]:
+    """Microseconds from each delta line's write to its frame's arrival, through mule.serve."""
+    env = {"FAKE_PI_DELTAS": str(deltas), "FAKE_PI_INTERVAL_US": str(interval_us)}
+    bridge = BridgeConfig(provider="local", model="fake", executable=exe, env=env)
+    app = create_app(ServerConfig(bridge=bridge, token=TOKEN, client_queue=1 << 16))
+    out: list[float] = []
+    with serving(app) as port, connect(f"ws://127.0.0.1:{port}/ws", compression=None) as ws:
+        ws.send(json.dumps({"type": "auth", "token": TOKEN}))
+        auth = {"Authorization": f"Bearer {TOKEN}"}
+        job = httpx.post(f"http://127.0.0.1:{port}/jobs", json={"prompt": "go"}, headers=auth)
+        ws.send(json.dumps({"type": "subscribe", "job": job.json()["id"]}))
+        while True:
+            data = ws.recv(timeout=120)
+            now = time.monotonic_ns()
+            frame = json.loads(data)
+            if frame["type"] == "job_end":
+                return out
+            if frame["type"] != "event" or frame["event"]["type"] != "message_update":
+                continue
+            ev = frame["event"]
+            if "value" not in ev and ev["event"]["type"] == "text_delta":
+                out.append((now - _stamp(ev["event"]["delta"])) / 1000)
+
+
+def floor_app(exe: str, deltas: int, interval_us: int) -> Starlette:
+    """Return a bare endpoint: run the stand-in, forward each stdout line to the socket as is."""
+    env = dict(os.environ, FAKE_PI_DELTAS=str(deltas), FAKE_PI_INTERVAL_US=str(interval_us))
+
+    async def endpoint(ws: WebSocket) -> None:
+        await ws.accept()
+        async with await anyio.open_process([exe], env=env) as proc:
+            assert proc.stdin is not None
+            assert proc.stdout is not None
+            await proc.stdin.send(PROMPT)
+            pending = b""
+            async for chunk in proc.stdout:
+                pending += chunk
+                *lines, pending = pending.split(b"\n")
+                for line in lines:
+                    await ws.send_text(line.decode())
+                    if line.startswith(b'{"type":"agent_end"'):
+                        await proc.stdin.aclose()
+                        await ws.close()
+                        return
+
+    return Starlette(routes=[WebSocketRoute("/ws", endpoint)])
+
+
+def floor_latencies(exe: str, deltas: int, interval_us: int) -> list[float]:
+    """Return the same measurement through the bare endpoint."""
+    out: list[float] = []
+    app = floor_app(exe, deltas, interval_us)
+    with serving(app) as port, connect(f"ws://127.0.0.1:{port}/ws", compression=None) as ws:
+        for data in ws:
+            now = time.monotonic_ns()
+            line = json.loads(data)
+            if line.get("type") == "message_update":
+                event = line["assistantMessageEvent"]
+                if event["type"] == "text_delta":
+                    out.append((now - _stamp(event["delta"])) / 1000)
+    return out
+
+
+# -- parse rate ----------------------------------------------------------------------------------
+
+
+def record_real_pi(pieces: int, tmp: Path) -> tuple[list[bytes], float]:
+    """Return the real pi's stdout lines for one run and its emission rate (lines/s)."""
+    text = "".join(f"tok{i} " for i in range(pieces))
+    with FakeOpenAI() as fake:
+        fake.set_default(chat_text(text, pieces=pieces))
+        setup = model_setup("local", "fake", base_url=fake.base_url, environ={})
+        agent = make_agent_dir(setup)
+        cfg = BridgeConfig(
+            provider="local",
+            model="fake",
+            executable=str(REAL_PI),
+            agent_dir=str(agent),
+            home=str(tmp),
+            tmpdir=str(tmp),
+            cwd=str(tmp),
+            no_tools=True,
+            api_key_env=setup.key_env,
+            api_key=setup.key,
+        )
+        try:
+            with subprocess.Popen(
+                cfg.argv(),
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                env=cfg.child_env(),
+                cwd=tmp,
+            ) as proc:
+                assert proc.stdin is not None
+                assert proc.stdout is not None
+                proc.stdin.write(PROMPT)
+                proc.stdin.flush()
+                lines: list[bytes] = []
+                stamps: list[float] = []
+                for raw in proc.stdout:
+                    stamps.append(time.perf_counter())
+                    lines.append(raw.rstrip(b"\n"))
+                    if raw.startswith(b'{"type":"agent_end"'):
+                        break
+                proc.stdin.close()
+                proc.wait(30)
+        finally:
+            shutil.rmtree(agent, ignore_errors=True)
+    updates = [t for t, line in zip(stamps, lines, strict=True) if b'"message_update"' in line]
+    rate = (len(updates) - 1) / (updates[-1] - updates[0])
+    return lines, rate
+
+
+def json_floor(lines: list[bytes], repeat: int) -> float:
+    """Lines per second of `json.loads` alone on the same lines (the parse's true floor)."""
+    best = float("inf")
+    for _ in range(repeat):
+        start = time.perf_counter()
+        for line in lines:
+            json.loads(line)
+        best = min(best, time.perf_counter() - start)
+    return len(lines) / best
+
+
+def parse_rate(lines: list[bytes], repeat: int) -> tuple[float, int]:
+    """Lines per second through the bridge's parsing (framer, JSON, mapper); best of `repeat`."""
+    data = b"\n".join(lines) + b"\n"
+    best, events = float("inf"), 0
+    for _ in range(repeat):
+        framer, mapper = LineFramer(DEFAULT_MAX_LINE_BYTES), EventMapper()
+        mapper.begin()
+        start = time.perf_counter()
+        n = 0
+        for line in framer.feed(data):
+            record = parse_record(line)
+            if record is not None and record.get("type") != "response":
+                n += len(mapper.map(record))
+        best = min(best, time.perf_counter() - start)
+        events = n
+    return len(lines) / best, events
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    """Run both measurements, print a report, return the figures."""
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--deltas", type=int, default=1000, help="stamped deltas per run")
+    p.add_argument("--interval-us", type=int, default=2000, help="pause between deltas")
+    p.add_argument("--runs", type=int, default=3, help="runs per path")
+    p.add_argument(
+        "--pieces", default="300,1000,3000", help="tokens per real-pi recording (comma-separated)"
+    )
+    p.add_argument("--repeat", type=int, default=5, help="parse repetitions (best taken)")
+    args = p.parse_args(argv)
+    report: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory(prefix="mule-bench-serve-") as tmp_name:
+        tmp = Path(tmp_name)
+        exe = stamping_pi(tmp)
+        samples: dict[str, list[float]] = {"mule": [], "floor": []}
+        for _ in range(args.runs):  # interleaved, so machine load hits both alike
+            samples["floor"] += floor_latencies(exe, args.deltas, args.interval_us)
+            samples["mule"] += mule_latencies(exe, args.deltas, args.interval_us)
+        for name, values in samples.items():
+            report[name] = {
+                "n": len(values),
+                "p50_us": percentile(values, 50),
+                "p99_us": percentile(values, 99),
+                "mean_us": statistics.fmean(values),
+            }
+        report["added"] = {k: report["mule"][k] - report["floor"][k] for k in ("p50_us", "p99_us")}
+        if REAL_PI.exists():
+            report["parse"] = []
+            for pieces in (int(x) for x in args.pieces.split(",")):
+                lines, emitted = record_real_pi(pieces, tmp)
+                parsed, events = parse_rate(lines, args.repeat)
+                report["parse"].append(
+                    {
+                        "pieces": pieces,
+                        "lines": len(lines),
+                        "bytes_per_line": sum(map(len, lines)) / len(lines),
+                        "events": events,
+                        "pi_lines_per_s": emitted,
+                        "bridge_lines_per_s": parsed,
+                        "json_lines_per_s": json_floor(lines, args.repeat),
+                        "ratio": parsed / emitted,
+                    }
+                )
+    print(
+        f"latency, pi stdout line -> WebSocket client ({args.runs} runs x {args.deltas}"
+        f" deltas, {args.interval_us} us apart)"
+    )
+    print(f"{'path':<8}{'n':>7}{'p50 us':>10}{'p99 us':>10}{'mean us':>10}")
+    for name in ("floor", "mule"):
+        r = report[name]
+        print(f"{name:<8}{r['n']:>7}{r['p50_us']:>10.0f}{r['p99_us']:>10.0f}{r['mean_us']:>10.0f}")
+    added = report["added"]
+    print(
+        f"mule adds: p50 {added['p50_us']:.0f} us, p99 {added['p99_us']:.0f} us"
+        " (target p50 <= 1000 us)"
+    )
+    if "parse" in report:
+        print("parse rate: real pi's stdout (one run per size) through the bridge's parsing")
+        head = ("tokens", "bytes/line", "pi lines/s", "bridge lines/s", "json.loads", "x pi")
+        print("".join(f"{h:>15}" for h in head))
+        for r in report["parse"]:
+            row = (
+                f"{r['pieces']:>15}{r['bytes_per_line']:>15,.0f}{r['pi_lines_per_s']:>15,.0f}"
+                f"{r['bridge_lines_per_s']:>15,.0f}{r['json_lines_per_s']:>15,.0f}"
+                f"{r['ratio']:>15.1f}"
+            )
+            print(row)
+        print("(target: >= 10x pi; json.loads alone on the same lines is the floor)")
+    else:
+        print(f"parse rate: skipped ({REAL_PI} is not installed)")
+    return report
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,34 @@
+"""bench/serve_latency.py runs at its smallest and measures what it claims (no timing asserted)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bench import serve_latency as bench
+from tests.pirc.helpers import pi_available
+
+pytestmark = pytest.mark.slow
+
+
+def test_both_latency_paths_see_every_stamped_delta(tmp_path: Path) -> None:
+    """Through mule.serve and through the bare floor, each delta arrives once, stamped."""
+    exe = bench.stamping_pi(tmp_path)
+    for path in (bench.mule_latencies, bench.floor_latencies):
+        got = path(exe, 40, 500)
+        assert len(got) == 40, path.__name__
+        assert all(0 < us < 60e6 for us in got)
+
+
+@pytest.mark.pi
+@pytest.mark.skipif(not pi_available(), reason="pi CLI not installed")
+def test_the_real_pi_recording_parses_into_events(tmp_path: Path) -> None:
+    """The recorded run of the real pi goes through the bridge's parsing into mule events."""
+    lines, emitted = bench.record_real_pi(50, tmp_path)
+    assert emitted > 0
+    assert lines[-1].startswith(b'{"type":"agent_end"')
+    rate, events = bench.parse_rate(lines, 1)
+    assert rate > 0
+    assert events >= 50  # every token's message_update, plus the lifecycle
+    assert bench.percentile([3.0, 1.0, 2.0], 50) == 2.0
