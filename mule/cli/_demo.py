@@ -13,12 +13,16 @@ from typing import Final, final
 
 from attrs import define
 
-from mule.pi._content import TextContent
-from mule.pi._context import Context, StreamOptions
-from mule.pi._messages import ToolResultMessage, UserMessage
-from mule.pi._model import Model
-from mule.pi._scripted import Call, Reply, Text, Thinking, scripted_stream
-from mule.pi._stream import AssistantMessageEventStream
+from mule.pi import (
+    AssistantMessageEventStream,
+    Context,
+    Model,
+    StreamOptions,
+    TextContent,
+    ToolResultMessage,
+    UserMessage,
+)
+from mule.pi.scripted import Call, Reply, Text, Thinking, scripted_stream
 
 DEMO_LABEL: Final = "demo: scripted model, no LLM"
 DEMO_MODEL: Final = Model(

@@ -13,14 +13,16 @@ from rich.text import Text
 
 from mule.cli._columns import columns
 from mule.cli._settings import MODEL_KEY
-from mule.effects import MuleResume
-from mule.effects._tools import ToolCompleted, ToolPending, ToolStarted
+from mule.effects import MuleResume, ToolCompleted, ToolPending, ToolStarted
 from mule.journal import Journal, JournalError
-from mule.pi._content import ImageContent, TextContent, ThinkingContent, ToolCall
-from mule.pi._messages import (
+from mule.pi import (
     FAILURE_STOP_REASONS,
     AssistantMessage,
+    ImageContent,
     Message,
+    TextContent,
+    ThinkingContent,
+    ToolCall,
     ToolResultMessage,
     UserMessage,
 )

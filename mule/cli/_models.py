@@ -11,7 +11,7 @@ from returns.result import Failure, Result, Success
 from rich.console import Console
 
 from mule.cli._columns import columns
-from mule.pi._model import Model
+from mule.pi import Model
 from mule.pi.models import (
     DEFAULT_CONTEXT_WINDOW,
     DEFAULT_MAX_TOKENS,
@@ -20,7 +20,7 @@ from mule.pi.models import (
     default_models_json_path,
     load_models_json,
 )
-from mule.pi.providers._env import ENV_API_KEYS, env_api_key
+from mule.pi.providers import ENV_API_KEYS, env_api_key
 
 CUSTOM_API = "openai-completions"
 """The wire protocol assumed for an unknown provider with `--base-url` (Ollama, llama.cpp, vLLM)."""

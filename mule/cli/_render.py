@@ -27,31 +27,35 @@ from rich.panel import Panel
 from rich.spinner import Spinner
 from rich.text import Text
 
-from mule.effects import to_json
-from mule.effects._events import (
+from mule.effects import (
     MessageEnd,
     MessageStart,
     MessageUpdate,
     ModelPrompt,
     MuleEvent,
+    MuleToolResult,
     RunEnd,
     ToolExecutionEnd,
     ToolExecutionStart,
     TurnStart,
+    to_json,
 )
-from mule.effects._tools import MuleToolResult
-from mule.pi import AbortSignal
-from mule.pi._content import TextContent, ThinkingContent, ToolCall
-from mule.pi._events import (
+from mule.pi import (
+    AbortSignal,
+    AssistantMessage,
+    RetryPolicy,
+    TextContent,
     TextDeltaEvent,
     TextStartEvent,
+    ThinkingContent,
     ThinkingDeltaEvent,
     ThinkingStartEvent,
+    ToolCall,
     ToolCallDeltaEvent,
     ToolCallStartEvent,
+    is_retryable_assistant_error,
+    retry_delay_ms,
 )
-from mule.pi._messages import AssistantMessage
-from mule.pi._retry import RetryPolicy, is_retryable_assistant_error, retry_delay_ms
 
 RetryAfter = Callable[[AssistantMessage], float | None]
 

@@ -35,16 +35,20 @@ from mule.cli._journal import Continuation, continuation, new_run_id, open_journ
 from mule.cli._models import load_registry, missing_key, resolve_model
 from mule.cli._render import JsonLines, LiveView
 from mule.cli._settings import MODEL_KEY, SETTINGS_KEY
-from mule.effects._events import MuleEvent, RunEnd
+from mule.effects import MuleEvent, RunEnd
 from mule.journal import Journal
-from mule.pi import AbortController, AbortError, AbortSignal
-from mule.pi._context import StreamOptions
-from mule.pi._messages import UserMessage
-from mule.pi._model import ThinkingLevel
-from mule.pi._retry import PI_CODING_AGENT_RETRY_DEFAULTS, RetryPolicy
-from mule.pi.providers._simple import retry_after_ms
-from mule.promise._run import MuleRunFailed, run
-from mule.promise._types import MulePromiseListener, MuleRunInput
+from mule.pi import (
+    PI_CODING_AGENT_RETRY_DEFAULTS,
+    AbortController,
+    AbortError,
+    AbortSignal,
+    RetryPolicy,
+    StreamOptions,
+    ThinkingLevel,
+    UserMessage,
+)
+from mule.pi.providers import retry_after_ms
+from mule.promise import MulePromiseListener, MuleRunFailed, MuleRunInput, run
 from mule.tools import BASH_DEFAULT_TIMEOUT_S, Workspace, coding_tools
 
 IDLE_TIMEOUT_TEXT = "Model stream idle timeout"
