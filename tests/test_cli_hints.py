@@ -15,9 +15,11 @@ from typing import Any
 import pytest
 from rich.console import Console
 
+from mule.cli import build_parser
 from mule.cli._columns import columns
 from mule.cli._journal import print_runs
 from mule.cli._models import human_tokens, load_registry, models_lines
+from mule.cli._settings import settings_of
 from mule.journal import Journal
 from mule.pi import UserMessage
 from mule.testing.fake_openai import FakeOpenAI, chat_stream, chat_text, tool_call
@@ -170,6 +172,8 @@ def test_the_resume_hint_runs_as_printed_with_the_runs_settings(
     shown = mule(["journal", "show", run_id[:5], "--journal", str(db)], env, project)
     assert shown.returncode == 0, shown.stderr
     assert "Done looking." in shown.stdout
+    settings = f"settings: --model local/gpt-fake --base-url {fake.base_url} --cwd {project}"
+    assert f"{settings} --tools ls,read" in shown.stdout.splitlines()
 
 
 @pytest.mark.slow
@@ -202,3 +206,24 @@ def test_the_models_hint_runs_as_printed(project: Path, env: dict[str, str]) -> 
     listed = run_hint(hint, env, project)
     assert listed.returncode == 0, listed.stderr
     assert "anthropic/claude-sonnet-4-5" in listed.stdout
+
+
+def test_settings_never_keep_a_password() -> None:
+    """A password in --base-url or --mcp-url is not written to the journal; the user name is."""
+    args = build_parser().parse_args(
+        [
+            "run",
+            "hi",
+            "-m",
+            "local/m",
+            "--base-url",
+            "http://me:s3cret@127.0.0.1:8080/v1",
+            "--mcp-url",
+            "https://bot:t0ken@example.com/mcp?x=1",
+        ]
+    )
+    kept = json.dumps(settings_of(args))
+    assert "s3cret" not in kept
+    assert "t0ken" not in kept
+    assert settings_of(args)["base_url"] == "http://me@127.0.0.1:8080/v1"
+    assert settings_of(args)["mcp_url"] == ["https://bot@example.com/mcp?x=1"]

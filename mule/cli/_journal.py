@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import json
 import uuid
 from pathlib import Path
 
@@ -12,7 +13,7 @@ from rich.console import Console, Group
 from rich.text import Text
 
 from mule.cli._columns import columns
-from mule.cli._settings import MODEL_KEY
+from mule.cli._settings import MODEL_KEY, SETTINGS_KEY
 from mule.effects import MuleResume, ToolCompleted, ToolPending, ToolStarted
 from mule.journal import Journal, JournalError
 from mule.pi import (
@@ -165,6 +166,24 @@ def _header(message: Message) -> Text:
     return head
 
 
+def _settings_line(raw: str | None) -> str:
+    """Return the run's stored settings in a line: what `--resume` will use."""
+    try:
+        settings = json.loads(raw) if raw else {}
+    except ValueError:
+        return "settings: (damaged; give the options when resuming)"
+    if not isinstance(settings, dict) or not settings.get("model"):
+        return ""
+    shown = [f"--model {settings['model']}"]
+    for key, flag in (("base_url", "--base-url"), ("api", "--api"), ("cwd", "--cwd")):
+        if settings.get(key):
+            shown.append(f"{flag} {settings[key]}")
+    tools = settings.get("tools")
+    if isinstance(tools, list):
+        shown.append(f"--tools {','.join(map(str, tools)) or repr('')}")
+    return "settings: " + " ".join(shown)
+
+
 def print_run(console: Console, journal: Journal, run_id: str) -> int:
     """`mule journal show`: the committed transcript and where a resume would pick up."""
     found = find_run(journal, run_id)
@@ -181,6 +200,9 @@ def print_run(console: Console, journal: Journal, run_id: str) -> int:
             (f"  {info.segments} segment(s), started {_when(info.created_ms)}", "dim"),
         )
     )
+    settings = _settings_line(journal.meta(run_id).get(SETTINGS_KEY))
+    if settings:
+        console.print(Text(settings, style="dim"), soft_wrap=True)
     for message in journal.transcript(run_id):
         console.print(Group(_header(message), *_blocks(message)))
     _messages, resume = journal.recover(run_id)

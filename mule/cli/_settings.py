@@ -2,15 +2,16 @@
 
 The `run` options that shape a run (model, endpoint, wire API, tools, limits, integrations) go
 to `Journal.set_meta(run_id, "cli.settings", json)`; API keys never do (they are not options:
-they come from the environment or models.json at resume time). `--yes` is not kept either: a
-resumed run asks again unless it is given again. Options given on the resuming command line win
-over the stored ones.
+they come from the environment or models.json at resume time; a password in a URL is dropped).
+`--yes` is not kept either: a resumed run asks again unless it is given again. Options given on
+the resuming command line win over the stored ones.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import urllib.parse
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final
@@ -40,8 +41,21 @@ STORED: Final = (
 """The `mule run` destinations kept with a run."""
 
 
+def without_password(url: str) -> str:
+    """Return `url` without the password of its user info (a journal never keeps a secret).
+
+    >>> without_password("https://me:s3cret@example.com/mcp")
+    'https://me@example.com/mcp'
+    """
+    parts = urllib.parse.urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.netloc.rpartition("@")[2]
+    return parts._replace(netloc=f"{parts.username}@{host}").geturl()
+
+
 def settings_of(args: argparse.Namespace) -> dict[str, Any]:
-    """Return the run's settings as JSON values."""
+    """Return the run's settings as JSON values (URLs without passwords)."""
     out: dict[str, Any] = {}
     for key in STORED:
         value = getattr(args, key)
@@ -49,6 +63,10 @@ def settings_of(args: argparse.Namespace) -> dict[str, Any]:
             value = str(value.resolve())
         elif isinstance(value, tuple):
             value = list(value)
+        if key == "base_url" and isinstance(value, str):
+            value = without_password(value)
+        elif key == "mcp_url" and isinstance(value, list):
+            value = [without_password(u) for u in value]
         out[key] = value
     return out
 
@@ -89,4 +107,12 @@ def stored_settings(path: Path, run_id: str) -> Result[tuple[str, dict[str, Any]
     return Success((full, settings if isinstance(settings, dict) else {}))
 
 
-__all__ = ["MODEL_KEY", "SETTINGS_KEY", "STORED", "restore", "settings_of", "stored_settings"]
+__all__ = [
+    "MODEL_KEY",
+    "SETTINGS_KEY",
+    "STORED",
+    "restore",
+    "settings_of",
+    "stored_settings",
+    "without_password",
+]
