@@ -5,6 +5,7 @@ The exit codes are the documented ones (0 completed, 1 failed, 2 usage, 130 canc
 
 from __future__ import annotations
 
+import json
 import os
 import select
 import signal
@@ -15,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from mule.effects import event_from_wire, to_json
 from mule.testing.fake_openai import (
     FakeOpenAI,
     chat_stream,
@@ -116,6 +118,9 @@ def test_json_stdout_is_one_event_per_line_and_nothing_else(
     ]
     assert "".join(deltas) == LONG
     assert lines[-1] == {**lines[-1], "type": "run_end", "outcome": "completed"}
+    # Byte for byte: each line is the codec's own encoding of the event it carries.
+    for line in done.stdout.splitlines():
+        assert to_json(event_from_wire(json.loads(line))) == line
 
 
 # -- exit codes ---------------------------------------------------------------------------------
