@@ -16,6 +16,14 @@ class MuleError:
 
     `cause` is the underlying raised or failed value, when one exists (for a model failure, the
     final assistant message).
+
+    Attributes:
+        phase: What failed: `"model"`, `"tool"`, `"control"` (bad input, a hook) or
+            `"listener"`.
+        message: A human-readable description.
+        cause: The underlying raised or failed value, if any (for a model failure, the final
+            assistant message).
+
     """
 
     phase: MulePhase

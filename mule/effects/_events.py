@@ -18,7 +18,12 @@ RunStatus: TypeAlias = Literal["completed", "cancelled", "failed"]
 @final
 @frozen(kw_only=True)
 class RunStart:
-    """The run started (Pi's `agent_start`)."""
+    """The run started (Pi's `agent_start`).
+
+    Attributes:
+        run: The run's identity (the root of every causal chain).
+
+    """
 
     run: MuleIdentity
     type: ClassVar[Literal["run_start"]] = "run_start"
@@ -27,7 +32,15 @@ class RunStart:
 @final
 @frozen(kw_only=True)
 class ModelPrompt:
-    """The exact prompt of one model attempt (1-based), sent right after this event."""
+    """The exact prompt of one model attempt (1-based), sent right after this event.
+
+    Attributes:
+        run: The run's identity (the root of every causal chain).
+        turn: The turn's identity (caused by the run).
+        attempt: The attempt's number within the turn, from 1 (a retry is 2, ...).
+        system_prompt: The system prompt sent with this attempt.
+
+    """
 
     run: MuleIdentity
     turn: MuleIdentity
@@ -39,7 +52,13 @@ class ModelPrompt:
 @final
 @frozen(kw_only=True)
 class TurnStart:
-    """A turn started."""
+    """A turn started.
+
+    Attributes:
+        run: The run's identity (the root of every causal chain).
+        turn: The turn's identity (caused by the run).
+
+    """
 
     run: MuleIdentity
     turn: MuleIdentity
@@ -49,7 +68,16 @@ class TurnStart:
 @final
 @frozen(kw_only=True)
 class MessageStart:
-    """A message started: injected, an assistant attempt, or a tool result."""
+    """A message started: injected, an assistant attempt, or a tool result.
+
+    Attributes:
+        run: The run's identity (the root of every causal chain).
+        turn: The turn's identity (caused by the run).
+        message: The message's identity (caused by the turn).
+        value: The message: a user message injected by steering or follow-up, an assistant
+            attempt's first snapshot, or a tool result.
+
+    """
 
     run: MuleIdentity
     turn: MuleIdentity
@@ -61,7 +89,17 @@ class MessageStart:
 @final
 @frozen(eq=False)  # positional construction: this event is made once per streamed delta
 class MessageUpdate:
-    """An assistant attempt streamed `event`; `value` is the response so far (a snapshot)."""
+    """An assistant attempt streamed `event`; `value` is the response so far (a snapshot).
+
+    Attributes:
+        run: The run's identity (the root of every causal chain).
+        turn: The turn's identity (caused by the run).
+        message: The assistant message's identity.
+        value: The response so far (a snapshot, materialised on first read).
+        event: The Pi stream event that produced this update (`text_delta`,
+            `toolcall_end`...).
+
+    """
 
     run: MuleIdentity
     turn: MuleIdentity
@@ -99,7 +137,16 @@ class MessageUpdate:
 @final
 @frozen(kw_only=True)
 class MessageEnd:
-    """A message ended; for an assistant attempt, `value` is the final message."""
+    """A message ended; for an assistant attempt, `value` is the final message.
+
+    Attributes:
+        run: The run's identity (the root of every causal chain).
+        turn: The turn's identity (caused by the run).
+        message: The message's identity.
+        value: The message as it ended (an assistant attempt's final message, retried ones
+            included).
+
+    """
 
     run: MuleIdentity
     turn: MuleIdentity
@@ -111,7 +158,16 @@ class MessageEnd:
 @final
 @frozen(kw_only=True)
 class ToolExecutionStart:
-    """A tool call starts (before lookup, schema gate and prepare); `replay` is its safety."""
+    """A tool call starts (before lookup, schema gate and prepare); `replay` is its safety.
+
+    Attributes:
+        run: The run's identity (the root of every causal chain).
+        turn: The turn's identity (caused by the run).
+        tool_call: The call's identity (caused by its assistant message).
+        call: The model's tool call: id, name and arguments.
+        replay: Whether the tool may run again after a crash (`"safe"`) or not (`"unsafe"`).
+
+    """
 
     run: MuleIdentity
     turn: MuleIdentity
@@ -124,7 +180,16 @@ class ToolExecutionStart:
 @final
 @frozen(kw_only=True)
 class ToolExecutionUpdate:
-    """A tool reported progress."""
+    """A tool reported progress.
+
+    Attributes:
+        run: The run's identity (the root of every causal chain).
+        turn: The turn's identity (caused by the run).
+        tool_call: The call's identity (caused by its assistant message).
+        call: The model's tool call: id, name and arguments.
+        result: The progress the tool reported (a partial result).
+
+    """
 
     run: MuleIdentity
     turn: MuleIdentity
@@ -137,7 +202,16 @@ class ToolExecutionUpdate:
 @final
 @frozen(kw_only=True)
 class ToolExecutionEnd:
-    """A tool call finished with its final result (an error result included)."""
+    """A tool call finished with its final result (an error result included).
+
+    Attributes:
+        run: The run's identity (the root of every causal chain).
+        turn: The turn's identity (caused by the run).
+        tool_call: The call's identity (caused by its assistant message).
+        call: The model's tool call: id, name and arguments.
+        result: The final result, an error result included.
+
+    """
 
     run: MuleIdentity
     turn: MuleIdentity
@@ -150,7 +224,15 @@ class ToolExecutionEnd:
 @final
 @frozen(kw_only=True)
 class TurnEnd:
-    """A turn ended with its assistant message and tool results (source order)."""
+    """A turn ended with its assistant message and tool results (source order).
+
+    Attributes:
+        run: The run's identity (the root of every causal chain).
+        turn: The turn's identity (caused by the run).
+        message: The turn's final assistant message.
+        tool_results: The tool result messages, in the calls' source order.
+
+    """
 
     run: MuleIdentity
     turn: MuleIdentity
@@ -162,7 +244,14 @@ class TurnEnd:
 @final
 @frozen(kw_only=True)
 class RunEnd:
-    """The run's one terminal event."""
+    """The run's one terminal event.
+
+    Attributes:
+        run: The run's identity (the root of every causal chain).
+        terminal: This event's own identity (also `MuleRunOutcome.terminal`).
+        outcome: `"completed"`, `"cancelled"` or `"failed"`.
+
+    """
 
     run: MuleIdentity
     terminal: MuleIdentity

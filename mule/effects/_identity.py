@@ -14,7 +14,14 @@ MuleIdentityKind: TypeAlias = Literal[
 @final
 @frozen
 class MuleIdentity:
-    """One run-local causal identity; `parent` is the identity it was caused by."""
+    """One run-local causal identity; `parent` is the identity it was caused by.
+
+    Attributes:
+        kind: What it identifies: run, turn, message, tool_call, tool_result or terminal.
+        value: The run-local id, `"{kind}:{n}"`.
+        parent: The identity it was caused by (None for the run).
+
+    """
 
     kind: MuleIdentityKind
     value: str

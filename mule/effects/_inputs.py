@@ -14,7 +14,13 @@ from mule.effects._tools import MuleToolDeclaration
 @final
 @frozen(kw_only=True)
 class MulePortsInput(MuleRunSettings):
-    """Everything one run of the core needs: settings, tool declarations and `Ports`."""
+    """Everything one run of the core needs: settings, tool declarations and `Ports`.
+
+    Attributes:
+        tools: The tool declarations (their prepare door is `ports.prepare_tool`).
+        ports: The run's Result-returning callbacks (`Ports`).
+
+    """
 
     tools: tuple[MuleToolDeclaration, ...] = ()
     ports: Ports = field(factory=Ports)

@@ -15,7 +15,15 @@ from mule.pi._messages import ZERO_USAGE, AssistantMessage, Message, ToolResultM
 @final
 @frozen
 class MuleCompletedTurn:
-    """Facts from a completed turn, handed to the stop hook."""
+    """Facts from a completed turn, handed to the stop hook.
+
+    Attributes:
+        message: The turn's final assistant message.
+        tool_results: Its tool result messages, in source order.
+        context: The whole context after the turn (input and new messages).
+        new_messages: The messages the run added so far.
+
+    """
 
     message: AssistantMessage
     tool_results: tuple[ToolResultMessage, ...]

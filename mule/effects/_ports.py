@@ -41,6 +41,16 @@ class Ports:
     model call; `steering` and `follow_up` are Pi's message polls; `should_stop` is asked after
     each turn; `prepare_tool` decodes and authorises one call of a declared tool (it is only
     called for calls that passed the tool's schema gate).
+
+    Attributes:
+        emit: Receives every event; awaited (back-pressure).
+        resolve_key: Answers the API key before each model call.
+        steering: Pi's steering poll: messages to inject before the next model call.
+        follow_up: Pi's follow-up poll: messages that start another turn when the run would
+            end.
+        should_stop: Asked after each turn; True ends the run.
+        prepare_tool: Decodes and authorises one call of a declared tool.
+
     """
 
     emit: EmitPort | None = None

@@ -13,7 +13,13 @@ from mule.pi._messages import AssistantMessage
 @final
 @frozen
 class MuleResume:
-    """A completed assistant turn recovered by the transcript owner, before its next model call."""
+    """A completed assistant turn recovered by the transcript owner, before its next model call.
+
+    Attributes:
+        message: The recovered assistant message, whose tool calls are resumed.
+        tools: One checkpoint per call of that message (pending, started or completed).
+
+    """
 
     message: AssistantMessage
     tools: tuple[MuleToolCheckpoint, ...] = ()

@@ -24,7 +24,26 @@ MuleStreamFunction: TypeAlias = Callable[
 
 @frozen(kw_only=True)
 class MuleRunSettings:
-    """Run inputs shared by the Result (effects) and the promise roots."""
+    """Run inputs shared by the Result (effects) and the promise roots.
+
+    Attributes:
+        model: The model to call (`mule.pi.models.get_model(...)`, or your own `Model`).
+        system_prompt: The system prompt of every model call.
+        messages: The conversation so far; the run continues from it.
+        stream: The model stream function; None: the real providers
+            (`mule.pi.stream_simple`).
+        resume: A recovered turn to continue from (durable runs).
+        stream_options: Options for every model call (API key, temperature, max tokens...).
+        model_stream_idle_timeout_ms: Fail an attempt whose stream is silent this long
+            (retryable).
+        tool_execution: Run a batch's tool calls `"parallel"` (default) or `"sequential"`.
+        retry: Retries of failed model attempts (None: no retries).
+        retry_after_ms: The server's retry-after for a failed attempt, in ms, if it gave
+            one.
+        limits: Bounds on turns, output tokens and cost (`RunLimits`), checked after each
+            turn.
+
+    """
 
     model: Model
     system_prompt: str

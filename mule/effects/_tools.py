@@ -22,7 +22,17 @@ ExecutionMode: TypeAlias = Literal["parallel", "sequential"]
 @final
 @frozen(kw_only=True)
 class MuleToolResult:
-    """What a tool produced, before mule forms Pi's correlated result message."""
+    """What a tool produced, before mule forms Pi's correlated result message.
+
+    Attributes:
+        content: What the model sees: text and image blocks.
+        is_error: Whether the result is an error the model should see as one.
+        details: Any JSON value for hosts and UIs (not sent to the model).
+        usage: Tokens a tool spent itself (a sub-agent), if any.
+        terminate: Ask the run to stop after this batch (when every result of the batch
+            asks).
+
+    """
 
     content: tuple[TextContent | ImageContent, ...]
     is_error: bool = False
@@ -34,7 +44,13 @@ class MuleToolResult:
 @final
 @frozen
 class MuleToolExecutionPart:
-    """Progress (`update`) or the final output (`result`) of one tool execution."""
+    """Progress (`update`) or the final output (`result`) of one tool execution.
+
+    Attributes:
+        type: `"update"` (progress) or `"result"` (the final output).
+        result: The partial or final result.
+
+    """
 
     type: Literal["update", "result"]
     result: MuleToolResult
@@ -46,7 +62,12 @@ ToolExecution: TypeAlias = AsyncIterator[Result[MuleToolExecutionPart, MuleError
 @final
 @frozen
 class MulePreparedCall:
-    """A decoded and authorised call, with its Result-yielding executor (the core's form)."""
+    """A decoded and authorised call, with its Result-yielding executor (the core's form).
+
+    Attributes:
+        execute: Runs the call under a signal, yielding `Result`s of execution parts.
+
+    """
 
     execute: Callable[[AbortSignal], ToolExecution]
     status: ClassVar[Literal["prepared"]] = "prepared"
@@ -55,7 +76,13 @@ class MulePreparedCall:
 @final
 @frozen
 class MuleToolRejection:
-    """A real parser or authorisation rejection produced before the tool executes."""
+    """A real parser or authorisation rejection produced before the tool executes.
+
+    Attributes:
+        message: The error text the model sees.
+        terminate: Ask the run to stop after this batch.
+
+    """
 
     message: str
     terminate: bool | None = None
@@ -71,6 +98,13 @@ class MuleToolDeclaration:
     """What the core knows of a tool: its Pi descriptor, replay safety and execution mode.
 
     Its preparation door is the run's `Ports.prepare_tool`.
+
+    Attributes:
+        descriptor: Pi's tool descriptor: name, description, JSON schema of the arguments.
+        replay: Whether a durable run may run it again after a crash.
+        execution_mode: Force `"sequential"` or `"parallel"` for this tool (None: the run's
+            mode).
+
     """
 
     descriptor: Tool
@@ -81,7 +115,12 @@ class MuleToolDeclaration:
 @final
 @frozen
 class ToolPending:
-    """Checkpoint: no `tool_execution_start` was recorded for the call."""
+    """Checkpoint: no `tool_execution_start` was recorded for the call.
+
+    Attributes:
+        call: The tool call.
+
+    """
 
     call: ToolCall
     state: ClassVar[Literal["pending"]] = "pending"
@@ -90,7 +129,13 @@ class ToolPending:
 @final
 @frozen
 class ToolStarted:
-    """Checkpoint: the call started (with this replay safety) but did not finish."""
+    """Checkpoint: the call started (with this replay safety) but did not finish.
+
+    Attributes:
+        call: The tool call.
+        replay: The replay safety it started with.
+
+    """
 
     call: ToolCall
     replay: Replay
@@ -100,7 +145,14 @@ class ToolStarted:
 @final
 @frozen
 class ToolCompleted:
-    """Checkpoint: the call finished; `message` is set once its result message was committed."""
+    """Checkpoint: the call finished; `message` is set once its result message was committed.
+
+    Attributes:
+        call: The tool call.
+        result: Its final result.
+        message: The committed result message, once there is one.
+
+    """
 
     call: ToolCall
     result: MuleToolResult

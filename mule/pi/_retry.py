@@ -102,6 +102,14 @@ class RetryPolicy:
 
     `max_retries` counts retries only (0 = a single call). `non_retryable_overrides` are regex
     sources; an error message matching one is retryable even when it names an account limit.
+
+    Attributes:
+        enabled: Whether failed attempts are retried at all.
+        max_retries: Retries after the first attempt (0: a single call).
+        base_delay_ms: The first backoff; each retry doubles it.
+        non_retryable_overrides: Regex sources: an error message matching one is retried
+            even when it names an account limit.
+
     """
 
     enabled: bool

@@ -19,7 +19,12 @@ from mule.pi._messages import Message
 @final
 @frozen
 class MuleToolPrepared:
-    """A decoded and authorised call, with its executor (an async iterator of parts)."""
+    """A decoded and authorised call, with its executor (an async iterator of parts).
+
+    Attributes:
+        execute: Runs the call under a signal, yielding execution parts (an async iterator).
+
+    """
 
     execute: Callable[[AbortSignal], AsyncIterator[MuleToolExecutionPart]]
     status: ClassVar[Literal["prepared"]] = "prepared"
@@ -31,7 +36,16 @@ MuleToolPreparation: TypeAlias = MuleToolPrepared | MuleToolRejection
 @final
 @frozen(kw_only=True)
 class MuleTool:
-    """A Pi tool declaration paired with its async preparation door."""
+    """A Pi tool declaration paired with its async preparation door.
+
+    Attributes:
+        descriptor: Pi's tool descriptor: name, description, JSON schema of the arguments.
+        prepare: Decodes and authorises one call: `MuleToolPrepared` or `MuleToolRejection`.
+        replay: Whether a durable run may run it again after a crash.
+        execution_mode: Force `"sequential"` or `"parallel"` for this tool (None: the run's
+            mode).
+
+    """
 
     descriptor: Tool
     prepare: Callable[[ToolCall, AbortSignal], Awaitable[MuleToolPreparation]]
@@ -45,7 +59,17 @@ MulePromiseListener: TypeAlias = Callable[[MuleEvent, AbortSignal], Awaitable[No
 @final
 @frozen(kw_only=True)
 class MuleRunInput(MuleRunSettings):
-    """Everything one run needs, with plain async callbacks."""
+    """Everything one run needs, with plain async callbacks.
+
+    Attributes:
+        tools: The tools the model may call (`@mule.tool`, `mule.tools`, MCP...).
+        resolve_api_key: Returns the API key for a provider before each model call.
+        get_steering_messages: Pi's steering poll (messages injected before the next model
+            call).
+        get_follow_up_messages: Pi's follow-up poll (messages that start another turn).
+        should_stop_after_turn: Asked after each turn; True ends the run.
+
+    """
 
     tools: Sequence[MuleTool] = ()
     resolve_api_key: Callable[[str, AbortSignal], Awaitable[str | None]] | None = None
