@@ -4,8 +4,9 @@ The parse rate is the bridge's, against pi's own emission rate.
 
 Latency. A stand-in pi (`bench/_stamping_pi.py`) writes a run whose text deltas carry the
 `CLOCK_MONOTONIC` time at which each line was written, paced `--interval-us` apart (so nothing
-queues: this is latency, not throughput). A WebSocket client on the same machine takes the
-time as each frame arrives and subtracts. Two paths, the same uvicorn, client and pacing:
+queues: this is latency, not throughput). A WebSocket client in its own process
+(`bench/_latency_client.py`, so it shares no GIL with the server) takes the time as each frame
+arrives and subtracts. Two paths, the same uvicorn, client and pacing:
 
 - mule: `mule.serve` (the bridge parses the line, maps it to mule events, the job fans the
   compact frame out through the client's queue);
@@ -46,7 +47,6 @@ import uvicorn
 from starlette.applications import Starlette
 from starlette.routing import WebSocketRoute
 from starlette.websockets import WebSocket
-from websockets.sync.client import connect
 
 from mule.pirc import DEFAULT_MAX_LINE_BYTES, BridgeConfig, EventMapper, LineFramer, parse_record
 from mule.serve import ServerConfig, create_app
@@ -56,6 +56,7 @@ from mule.testing.fake_openai import FakeOpenAI, chat_text
 
 HERE = Path(__file__).resolve().parent
 STAMPING_PI = HERE / "_stamping_pi.py"
+CLIENT = HERE / "_latency_client.py"
 REAL_PI = HERE.parent / "node" / "node_modules" / ".bin" / "pi"
 TOKEN = "bench-token-0123456789abcdef"
 PROMPT = b'{"type":"prompt","id":"bench-1","message":"go"}\n'
@@ -97,8 +98,25 @@ def stamping_pi(tmp: Path) -> str:
     return str(exe)
 
 
-def _stamp(delta: str) -> int:
-    return int(delta.split(";", 1)[0])
+@contextmanager
+def client(*args: str) -> Iterator[subprocess.Popen[str]]:
+    """Start the measuring client in its own process; yield it once it is connected."""
+    with subprocess.Popen(
+        [sys.executable, str(CLIENT), *args],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    ) as proc:
+        assert proc.stdout is not None
+        if proc.stdout.readline().strip() != "ready":
+            raise RuntimeError("the latency client did not connect")
+        yield proc
+
+
+def _result(proc: subprocess.Popen[str]) -> list[float]:
+    out, _ = proc.communicate(timeout=120)
+    values: list[float] = json.loads(out.strip().splitlines()[-1])
+    return values
 
 
 def mule_latencies(exe: str, deltas: int, interval_us: int) -> list[float]:
@@ -106,23 +124,13 @@ def mule_latencies(exe: str, deltas: int, interval_us: int) -> list[float]:
     env = {"FAKE_PI_DELTAS": str(deltas), "FAKE_PI_INTERVAL_US": str(interval_us)}
     bridge = BridgeConfig(provider="local", model="fake", executable=exe, env=env)
     app = create_app(ServerConfig(bridge=bridge, token=TOKEN, client_queue=1 << 16))
-    out: list[float] = []
-    with serving(app) as port, connect(f"ws://127.0.0.1:{port}/ws", compression=None) as ws:
-        ws.send(json.dumps({"type": "auth", "token": TOKEN}))
+    with serving(app) as port, client("mule", f"ws://127.0.0.1:{port}/ws", TOKEN) as proc:
         auth = {"Authorization": f"Bearer {TOKEN}"}
         job = httpx.post(f"http://127.0.0.1:{port}/jobs", json={"prompt": "go"}, headers=auth)
-        ws.send(json.dumps({"type": "subscribe", "job": job.json()["id"]}))
-        while True:
-            data = ws.recv(timeout=120)
-            now = time.monotonic_ns()
-            frame = json.loads(data)
-            if frame["type"] == "job_end":
-                return out
-            if frame["type"] != "event" or frame["event"]["type"] != "message_update":
-                continue
-            ev = frame["event"]
-            if "value" not in ev and ev["event"]["type"] == "text_delta":
-                out.append((now - _stamp(ev["event"]["delta"])) / 1000)
+        assert proc.stdin is not None
+        proc.stdin.write(job.json()["id"] + "\n")
+        proc.stdin.flush()
+        return _result(proc)
 
 
 def floor_app(exe: str, deltas: int, interval_us: int) -> Starlette:
@@ -151,17 +159,9 @@ def floor_app(exe: str, deltas: int, interval_us: int) -> Starlette:
 
 def floor_latencies(exe: str, deltas: int, interval_us: int) -> list[float]:
     """Return the same measurement through the bare endpoint."""
-    out: list[float] = []
     app = floor_app(exe, deltas, interval_us)
-    with serving(app) as port, connect(f"ws://127.0.0.1:{port}/ws", compression=None) as ws:
-        for data in ws:
-            now = time.monotonic_ns()
-            line = json.loads(data)
-            if line.get("type") == "message_update":
-                event = line["assistantMessageEvent"]
-                if event["type"] == "text_delta":
-                    out.append((now - _stamp(event["delta"])) / 1000)
-    return out
+    with serving(app) as port, client("floor", f"ws://127.0.0.1:{port}/ws") as proc:
+        return _result(proc)
 
 
 # -- parse rate ----------------------------------------------------------------------------------

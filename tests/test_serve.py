@@ -292,6 +292,10 @@ def test_job_overrides_are_limited_and_validated() -> None:
     """Clients may change the model, thinking and tools, never the executable or environment."""
     base = bridge_cfg()
     cfg = job_config(base, {"model": "other", "tools": ["read"], "thinking": "low"})
+    assert (
+        job_config(base, {"model": "anthropic/claude-3.5@v1:0"}).model
+        == "anthropic/claude-3.5@v1:0"
+    )
     assert (cfg.model, cfg.tools, cfg.thinking, cfg.executable) == (
         "other",
         ("read",),
@@ -303,6 +307,11 @@ def test_job_overrides_are_limited_and_validated() -> None:
         {"env": {}},
         {"tools": "read"},
         {"thinking": "max"},
+        {"model": "--extension=/tmp/evil.ts"},
+        {"provider": "-e"},
+        {"model": "m x"},
+        {"tools": ["read", "--no-tools"]},
+        {"tools": ["read,bash"]},
     ]
     for bad in bads:
         with pytest.raises(JobRequestError):

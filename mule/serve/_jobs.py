@@ -6,6 +6,7 @@ import bisect
 import itertools
 import logging
 import os
+import re
 import secrets
 import time
 from collections.abc import Callable, Mapping
@@ -52,6 +53,9 @@ OVERRIDABLE: Final[frozenset[str]] = frozenset(
     {"provider", "model", "thinking", "tools", "no_tools", "system_prompt", "append_system_prompt"}
 )
 _THINKING: Final = ("off", "minimal", "low", "medium", "high", "xhigh")
+# What a provider, model or tool name may be: never a flag, never whitespace or a comma (each
+# value becomes one argv word of pi's; `--tools` joins the tools with commas).
+_NAME: Final = re.compile(r"[A-Za-z0-9_.:/@][A-Za-z0-9_.:/@+-]{0,199}")
 
 
 class JobRequestError(ValueError):
@@ -72,6 +76,11 @@ def job_config(base: BridgeConfig, overrides: Mapping[str, Any]) -> BridgeConfig
         if key in ("provider", "model", "system_prompt"):
             if not isinstance(value, str) or (key != "system_prompt" and not value):
                 raise JobRequestError(f"config.{key} must be a non-empty string")
+            if key != "system_prompt" and not _NAME.fullmatch(value):
+                raise JobRequestError(
+                    f"config.{key} must be a plain name (letters, digits, . _ : / @ -, "
+                    "not starting with -)"
+                )
             changes[key] = value
         elif key == "thinking":
             if value not in _THINKING:
@@ -84,6 +93,8 @@ def job_config(base: BridgeConfig, overrides: Mapping[str, Any]) -> BridgeConfig
         else:  # tools, append_system_prompt
             if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
                 raise JobRequestError(f"config.{key} must be a list of strings")
+            if key == "tools" and not all(_NAME.fullmatch(v) for v in value):
+                raise JobRequestError("config.tools must be plain tool names")
             changes[key] = tuple(value)
     return attrs.evolve(base, **changes)
 
