@@ -85,7 +85,7 @@ from mule.effects._tools import (
     ToolStarted,
 )
 from mule.effects._transition import initial_state, step
-from mule.pi import AbortSignal
+from mule.pi import AbortSignal, ToolValidator
 from mule.pi._content import TextContent, ThinkingContent, ToolCall
 from mule.pi._context import StreamOptions
 from mule.pi._events import (
@@ -251,6 +251,7 @@ def config(setup: Setup) -> RunConfig:
         system_prompt="be brief",
         stream_options=StreamOptions(api_key=setup.api_key),
         tools=tools,
+        validators={n: ToolValidator.for_tool(t.descriptor) for n, t in tools.items()},
         descriptors=tuple(t.descriptor for t in tools.values()) or None,
         sequential=setup.sequential,
         retry=setup.retry,

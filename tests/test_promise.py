@@ -17,6 +17,7 @@ from mule.effects import (
     MuleEvent,
     Ports,
     PreparePort,
+    ToolExecutionStart,
     event_to_wire,
 )
 from mule.effects import MulePortsInput as CoreInput
@@ -28,6 +29,7 @@ from mule.pi import (
     AbortError,
     AbortSignal,
     AssistantMessage,
+    JsonObject,
     Model,
     TextContent,
     Tool,
@@ -536,3 +538,48 @@ def test_result_listener_failure_is_a_value_in_the_core() -> None:
 
 
 _unused: Callable[..., Any] = Text
+
+
+async def test_prepare_receives_the_gates_coerced_arguments() -> None:
+    """The run's gate validates once: prepare gets its coerced values, the events the raw call."""
+    seen: list[ToolCall] = []
+    schema: JsonObject = {
+        "type": "object",
+        "properties": {"n": {"type": "number"}, "on": {"type": "boolean"}},
+    }
+
+    async def prepare(call: ToolCall, signal: AbortSignal) -> MuleToolPrepared:
+        seen.append(call)
+
+        async def execute(signal: AbortSignal) -> AsyncIterator[MuleToolExecutionPart]:
+            yield MuleToolExecutionPart("result", MuleToolResult(content=(TextContent("ok"),)))
+
+        return MuleToolPrepared(execute)
+
+    probe = MuleTool(descriptor=Tool("probe", "probe", schema), prepare=prepare)
+    starts: list[ToolExecutionStart] = []
+    script = [reply(Call("c1", "probe", {"n": "0x10", "on": "true"})), reply("done")]
+    await mule.run(
+        _inp(script, tools=[probe]),
+        lambda e, s: starts.append(e) if isinstance(e, ToolExecutionStart) else None,
+    )
+    assert [c.arguments for c in seen] == [{"n": 16, "on": True}]
+    assert [c.id for c in seen] == ["c1"]
+    assert [e.call.arguments for e in starts] == [{"n": "0x10", "on": "true"}]
+
+
+async def test_function_tool_decodes_the_gates_coerced_arguments() -> None:
+    """`@mule.tool` decodes the gate's values: "0x10" arrives as 16 (raw, it is no float)."""
+    got: list[object] = []
+
+    @mule.tool
+    def double(n: float) -> float:
+        """Double n."""
+        got.append(n)
+        return 2 * n
+
+    out = await mule.run(
+        _inp([reply(Call("c1", "double", {"n": "0x10"})), reply("done")], tools=[double])
+    )
+    assert got == [16]
+    assert out.status == "completed"

@@ -36,7 +36,7 @@ from mule.effects._tools import (
 )
 from mule.effects._turns import _end_turn
 from mule.effects._txn import _error_result, _fail, _Txn
-from mule.pi import ToolArgumentsError, ToolSchemaError, validate_tool_arguments
+from mule.pi import ToolArgumentsError, ToolSchemaError
 from mule.pi._content import ToolCall
 from mule.pi._messages import AssistantMessage, ToolResultMessage
 
@@ -112,12 +112,12 @@ def _advance(t: _Txn, batch: Batch) -> None:
     # Parallel pass 1: start and prepare each call in source order.
     while batch.cursor < len(batch.todo):
         i = batch.todo[batch.cursor]
-        immediate = _start_call(t, batch, i)
-        if immediate is None:
+        gated = _start_call(t, batch, i)
+        if type(gated) is ToolCall:
             t.phase = RunningTools(batch)
-            t.cmds.append(PrepareTool(i, batch.calls[i]))
+            t.cmds.append(PrepareTool(i, gated))
             return
-        batch = _settle(t, batch, i, immediate)
+        batch = _settle(t, batch, i, gated)
         batch = evolve(batch, cursor=batch.cursor + 1)
     # Pass 2: only now do the prepared calls execute, all at once.
     if batch.prepared:
@@ -149,19 +149,23 @@ def _advance_sequential(t: _Txn, batch: Batch) -> None:
                 batch = _emit_result_message(t, batch, i)
             batch = evolve(batch, cursor=i + 1)
             continue
-        immediate = _start_call(t, batch, i)
-        if immediate is None:
+        gated = _start_call(t, batch, i)
+        if type(gated) is ToolCall:
             t.phase = RunningTools(batch)
-            t.cmds.append(PrepareTool(i, batch.calls[i]))
+            t.cmds.append(PrepareTool(i, gated))
             return
-        batch = _settle(t, batch, i, immediate)
+        batch = _settle(t, batch, i, gated)
         batch = _emit_result_message(t, batch, i)
         batch = evolve(batch, cursor=i + 1)
     _finish_batch(t, batch)
 
 
-def _start_call(t: _Txn, batch: Batch, i: int) -> MuleToolResult | None:
-    """Emit the call's start; return an immediate error result, or None when it needs prepare."""
+def _start_call(t: _Txn, batch: Batch, i: int) -> MuleToolResult | ToolCall:
+    """Emit the call's start; return an immediate error result, or the call to prepare.
+
+    The call to prepare carries the gate's coerced arguments (what Pi hands its tool); the
+    events keep the model's call as it came.
+    """
     call = batch.calls[i]
     tool = t.cfg.tools.get(call.name)
     t.cmds.append(
@@ -176,12 +180,12 @@ def _start_call(t: _Txn, batch: Batch, i: int) -> MuleToolResult | None:
     if tool is None:
         return _error_result(f"Tool {call.name} not found")
     try:
-        validate_tool_arguments(tool.descriptor, call)
+        arguments = t.cfg.validators[call.name].validate(call)
     except ToolArgumentsError as exc:
         return _error_result(exc.text)
     except ToolSchemaError as exc:  # checked before run_start; a schema can still fail on a value
         return _error_result(str(exc))
-    return None
+    return evolve(call, arguments=arguments)
 
 
 def _settle(t: _Txn, batch: Batch, i: int, result: MuleToolResult) -> Batch:

@@ -33,6 +33,12 @@ def check_input(inp: MulePortsInput) -> Result[RunConfig, MuleError]:
     checked = _check(inp)
     if isinstance(checked, Failure):
         return checked
+    validators: dict[str, ToolValidator] = {}
+    for tool in inp.tools:
+        try:
+            validators[tool.descriptor.name] = ToolValidator.for_tool(tool.descriptor)
+        except ToolSchemaError as exc:
+            return _control(str(exc), exc)
     ports = inp.ports
     if inp.tools and ports.prepare_tool is None:
         return _control("tools are declared but the ports have no prepare_tool")
@@ -43,6 +49,7 @@ def check_input(inp: MulePortsInput) -> Result[RunConfig, MuleError]:
             system_prompt=inp.system_prompt,
             stream_options=inp.stream_options or StreamOptions(),
             tools={t.descriptor.name: t for t in inp.tools},
+            validators=validators,
             descriptors=tuple(t.descriptor for t in inp.tools) or None,
             sequential=inp.tool_execution == "sequential",
             retry=inp.retry,
@@ -71,10 +78,6 @@ def _check(inp: MulePortsInput) -> Result[None, MuleError]:
         if name in names:
             return _control(f"duplicate tool name: {name}")
         names.add(name)
-        try:
-            ToolValidator.for_tool(tool.descriptor)
-        except ToolSchemaError as exc:
-            return _control(str(exc), exc)
     if inp.tool_execution not in ("parallel", "sequential"):
         return _control(f"tool_execution must be parallel or sequential: {inp.tool_execution!r}")
     resume = inp.resume

@@ -11,6 +11,7 @@ from mule.effects._identity import MuleIdentity
 from mule.effects._limits import LimitName, RunLimits
 from mule.effects._resume import MuleResume
 from mule.effects._tools import MuleToolDeclaration, MuleToolResult
+from mule.pi import ToolValidator
 from mule.pi._content import ToolCall
 from mule.pi._context import StreamOptions, Tool
 from mule.pi._messages import ZERO_USAGE, AssistantMessage, Message, ToolResultMessage, Usage
@@ -28,6 +29,8 @@ class RunConfig:
     system_prompt: str
     stream_options: StreamOptions
     tools: Mapping[str, MuleToolDeclaration]
+    # Each tool's argument gate, compiled once when the input was checked.
+    validators: Mapping[str, ToolValidator]
     descriptors: tuple[Tool, ...] | None
     sequential: bool
     retry: RetryPolicy | None

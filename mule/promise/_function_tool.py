@@ -20,7 +20,7 @@ from mule.effects._tools import (
     MuleToolResult,
     Replay,
 )
-from mule.pi import AbortSignal, ToolArgumentsError, ToolValidator
+from mule.pi import AbortSignal
 from mule.pi._content import ImageContent, TextContent, ToolCall
 from mule.pi._context import Tool
 from mule.pi._json import JsonObject, JsonValue
@@ -88,7 +88,7 @@ def tool(
     optional and union types, lists, tuples, dicts, `TypedDict`, dataclasses, attrs classes and
     pydantic models; defaults become JSON defaults. The description is the docstring's text,
     and each parameter's description comes from its Google, NumPy or Sphinx docstring entry
-    (or `Annotated[T, "text"]`). Arguments are decoded from the validated call into the
+    (or `Annotated[T, "text"]`). Arguments are decoded from the gate-validated call into the
     annotated types. A first parameter annotated `ToolContext` receives the call, the run's
     signal and `progress`; one annotated `AbortSignal` receives the signal. Sync functions run
     in a worker thread. An exception fails the run (`MuleError(tool)`) unless
@@ -218,13 +218,10 @@ def _build(
     is_async = inspect.iscoroutinefunction(f)
 
     async def prepare(call: ToolCall, signal: AbortSignal) -> MuleToolPreparation:
-        try:
-            args = ToolValidator.for_tool(descriptor).validate(call)
-        except ToolArgumentsError as exc:
-            return MuleToolRejection(exc.text)
+        # The run's gate validated and coerced the arguments before prepare (once, as Pi does).
         kwargs: dict[str, Any] = {}
         try:
-            for key, value in args.items():
+            for key, value in call.arguments.items():
                 if key in params:
                     kwargs[key] = decode(value, params[key])
         except Exception as exc:

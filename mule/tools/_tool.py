@@ -17,9 +17,7 @@ from mule.pi import (
     JsonValue,
     TextContent,
     Tool,
-    ToolArgumentsError,
     ToolCall,
-    ToolValidator,
 )
 from mule.promise import (
     MuleTool,
@@ -52,10 +50,7 @@ def make_tool(
     descriptor = Tool(name, description, parameters)
 
     async def prepare(call: ToolCall, _signal: AbortSignal) -> MuleToolPreparation:
-        try:
-            args = ToolValidator.for_tool(descriptor).validate(call)
-        except ToolArgumentsError as exc:
-            return MuleToolRejection(str(exc))
+        args = dict(call.arguments)  # validated and coerced by the run's gate before prepare
         if authorize is not None:
             refusal = await authorize(args)
             if refusal is not None:

@@ -311,14 +311,19 @@ async def test_s10_gate_failure_text_and_no_prepare(root: Root) -> None:
     assert journal.entries == []
 
 
-async def test_s11_gate_passes_and_prepare_gets_the_raw_call(root: Root) -> None:
-    """11: {"n": "5"} passes the gate; prepare receives the raw "5"."""
+async def test_s11_gate_passes_and_prepare_gets_the_coerced_call(root: Root) -> None:
+    """11: {"n": "5"} passes the gate; prepare receives the gate's 5 (Pi's validatedArgs).
+
+    The events keep the model's call as it came.
+    """
     journal = Journal()
     model = model_of(tool_turn(Call("c1", "V", {"n": "5"})), reply("ok"))
     ran = await run_root(root, make_input(model, tools=(tool("V", journal, params=NUMBER_N),)))
     assert "XE(c1)" in ran.proj
-    assert journal.calls["c1"].arguments == {"n": "5"}
+    assert journal.calls["c1"].arguments == {"n": 5}
+    assert journal.calls["c1"].id == "c1"
     assert of_type(ran.events, ToolExecutionStart)[0].call.arguments == {"n": "5"}
+    assert of_type(ran.events, ToolExecutionEnd)[0].call.arguments == {"n": "5"}
 
 
 COERCE: JsonObject = {
@@ -354,7 +359,7 @@ def test_s12_coercion_values() -> None:
 
 
 async def test_s12_coercion_decides_the_gate(root: Root) -> None:
-    """12: coercible arguments pass the gate (raw values reach prepare); "yes"→bool fails."""
+    """12: coercible arguments pass the gate (coerced values reach prepare); "yes"→bool fails."""
     journal = Journal()
     calls = (Call("c1", "V", COERCIBLE), Call("c2", "V", {"b": "yes"}))
     model = model_of(tool_turn(*calls), reply("ok"))
@@ -362,7 +367,7 @@ async def test_s12_coercion_decides_the_gate(root: Root) -> None:
     body = after(ran.proj, "ME(toolUse)")
     assert body[:4] == ["XS(c1)", "XS(c2)", "XE(c2!)", "XE(c1)"]
     assert journal.of("prepare") == ["c1"]
-    assert journal.calls["c1"].arguments == COERCIBLE
+    assert journal.calls["c1"].arguments == COERCED
 
 
 # -- 13-17: rejection and terminate ---------------------------------------------------------------
