@@ -47,7 +47,9 @@ def open_journal(path: Path) -> Result[Journal, str]:
     """Open (or create) a journal file."""
     try:
         return Success(Journal(path))
-    except Exception as exc:  # sqlite3 errors, a directory in the way, ...
+    except JournalError as exc:  # it names the file and the fault
+        return Failure(str(exc))
+    except Exception as exc:  # an argument the journal refuses (ValueError), ...
         return Failure(f"cannot open journal {path}: {exc}")
 
 
@@ -58,6 +60,13 @@ def continuation(journal: Journal, run_id: str) -> Result[Continuation, str]:
     run that failed on the model keeps its failed message in the journal; it is left out here
     (as Pi's providers drop it anyway), so resuming asks the model again.
     """
+    try:
+        return _continuation(journal, run_id)
+    except JournalError as exc:  # a damaged journal: its message, not a traceback
+        return Failure(str(exc))
+
+
+def _continuation(journal: Journal, run_id: str) -> Result[Continuation, str]:
     found = find_run(journal, run_id)
     if isinstance(found, Failure):
         return Failure(found.failure())
@@ -67,10 +76,7 @@ def continuation(journal: Journal, run_id: str) -> Result[Continuation, str]:
         return Failure(f"run {run_id} already completed; there is nothing to resume")
     if info.status == "running":
         return Failure(f"run {run_id} is still running (pid {info.pid})")
-    try:
-        messages, resume = journal.recover(run_id)
-    except JournalError as exc:
-        return Failure(str(exc))
+    messages, resume = journal.recover(run_id)
     if resume is None:
         while (
             messages
@@ -110,8 +116,20 @@ def find_run(journal: Journal, given: str) -> Result[str, str]:
     return Failure(f"no run {given!r} in {journal.path}")
 
 
+def _failed(exc: JournalError) -> int:
+    Console(stderr=True).print(Text(str(exc), style="red"))
+    return 2
+
+
 def print_runs(console: Console, journal: Journal) -> int:
     """`mule journal list`: one row per run, ids whole (they are what `--resume` takes)."""
+    try:
+        return _print_runs(console, journal)
+    except JournalError as exc:  # a damaged journal: its message, not a traceback
+        return _failed(exc)
+
+
+def _print_runs(console: Console, journal: Journal) -> int:
     rows = [
         [
             info.run_id,
@@ -186,6 +204,13 @@ def _settings_line(raw: str | None) -> str:
 
 def print_run(console: Console, journal: Journal, run_id: str) -> int:
     """`mule journal show`: the committed transcript and where a resume would pick up."""
+    try:
+        return _print_run(console, journal, run_id)
+    except JournalError as exc:
+        return _failed(exc)
+
+
+def _print_run(console: Console, journal: Journal, run_id: str) -> int:
     found = find_run(journal, run_id)
     if isinstance(found, Failure):
         console.print(Text(found.failure(), style="red"))

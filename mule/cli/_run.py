@@ -36,7 +36,7 @@ from mule.cli._models import load_registry, missing_key, resolve_model
 from mule.cli._render import JsonLines, LiveView
 from mule.cli._settings import MODEL_KEY, SETTINGS_KEY
 from mule.effects import MuleEvent, RunEnd
-from mule.journal import Journal
+from mule.journal import Journal, JournalError
 from mule.pi import (
     PI_CODING_AGENT_RETRY_DEFAULTS,
     AbortController,
@@ -322,7 +322,11 @@ async def run_command(opts: RunOptions) -> int:
                 if opts.settings is not None:  # the latest settings: what a resume will use
                     journal.set_meta(run_id, SETTINGS_KEY, json.dumps(opts.settings))
                     journal.set_meta(run_id, MODEL_KEY, opts.model)
-                record = journal.listener(run_id)
+                try:
+                    record = journal.listener(run_id)
+                except JournalError as exc:  # another writer holds the run
+                    err.print(Text(str(exc), style="red"))
+                    return EXIT_USAGE
                 verb = "resuming" if opts.resume is not None else "recording"
                 err.print(Text(f"journal: {verb} run {run_id} in {journal.path}", style="dim"))
             json_out = JsonLines(sys.stdout) if opts.json else None

@@ -17,7 +17,8 @@ class TranscriptOwner(Protocol):
     `listener(run_id)` must make each `tool_execution_start` durable before it returns, or
     before the awaitable it returns ends (the core runs the tool only after that), and each
     committed message at its `message_end`; an assistant attempt followed by `model_prompt` in
-    the same turn was superseded by a retry and must not be recovered.
+    the same turn was superseded by a retry and must not be recovered. It should refuse a run
+    another writer holds (the journal raises `JournalError`), so one run has one writer.
     """
 
     def begin(self, run_id: str, messages: Sequence[Message]) -> None:

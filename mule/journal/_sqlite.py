@@ -8,7 +8,9 @@ import socket
 import sqlite3
 import threading
 import time
+import weakref
 from collections.abc import Awaitable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal, TypeAlias, final
@@ -23,40 +25,26 @@ from mule.effects import (
     to_json,
 )
 from mule.effects._events import MuleEvent
+from mule.journal._claim import alive, held, new_claim, release
 from mule.journal._fold import Fold, fold
 from mule.journal._record import COMMIT_POINTS, STREAM_ONLY
+from mule.journal._schema import prepare
 from mule.journal._writer import Row, Writer
-from mule.pi import AbortSignal
+from mule.pi import AbortSignal, loads
 from mule.pi._messages import Message
 
 Synchronous: TypeAlias = Literal["FULL", "NORMAL"]
 JournalRunStatus: TypeAlias = Literal["running", "completed", "failed", "cancelled", "interrupted"]
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS runs(
-    run_id TEXT PRIMARY KEY,
-    base TEXT NOT NULL,
-    status TEXT NOT NULL,
-    segments INTEGER NOT NULL DEFAULT 0,
-    pid INTEGER NOT NULL,
-    host TEXT NOT NULL,
-    created_ms INTEGER NOT NULL,
-    updated_ms INTEGER NOT NULL,
-    meta TEXT NOT NULL DEFAULT '{}'
-);
-CREATE TABLE IF NOT EXISTS events(
-    run_id TEXT NOT NULL,
-    segment INTEGER NOT NULL,
-    seq INTEGER NOT NULL,
-    type TEXT NOT NULL,
-    body TEXT NOT NULL,
-    PRIMARY KEY(run_id, segment, seq)
-) WITHOUT ROWID;
-"""
+_STATUSES = frozenset(("running", "completed", "failed", "cancelled", "interrupted"))
 
 
 class JournalError(Exception):
-    """The journal cannot do what was asked (an unknown run, a run that already exists)."""
+    """The journal cannot do what was asked, with a message that says why.
+
+    An unknown run, a run that already exists, a run another writer holds, a file that is not a
+    journal (foreign, newer, corrupted or truncated) or a damaged record: every failure to open
+    or read a journal is this error, never a raw `sqlite3` or decoding error.
+    """
 
 
 @final
@@ -79,32 +67,33 @@ def _now_ms() -> int:
 def _meta(text: str) -> dict[str, str]:
     """Decode a run's metadata; a damaged value reads as none rather than failing the run."""
     try:
-        value = json.loads(text)
-    except ValueError:
+        value = loads(text)
+    except (ValueError, TypeError):
         return {}
     if not isinstance(value, dict):
         return {}
     return {str(k): str(v) for k, v in value.items()}
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 @final
 class _Segment:
     """One run's listener: buffers events and commits them at each durability point."""
 
-    __slots__ = ("buffer", "failed", "flush_every", "run_id", "segment", "seq", "writer")
+    __slots__ = (
+        "__weakref__",
+        "buffer",
+        "claim",
+        "failed",
+        "flush_every",
+        "run_id",
+        "segment",
+        "seq",
+        "writer",
+    )
 
-    def __init__(self, journal: Journal, run_id: str, segment: int) -> None:
+    def __init__(self, journal: Journal, run_id: str, segment: int, claim: str) -> None:
         self.writer = journal._writer
+        self.claim = claim
         self.run_id = run_id
         self.segment = segment
         self.seq = 0
@@ -127,9 +116,11 @@ class _Segment:
         if kind in COMMIT_POINTS:
             if self.failed:
                 raise JournalError(f"journal write failed: {self.failed[0]}") from self.failed[0]
-            status = event.outcome if kind == "run_end" else None  # type: ignore[union-attr]
             self.buffer = []
-            return self.writer.submit(buffer, None if status is None else (status, self.run_id))
+            if kind != "run_end":
+                return self.writer.submit(buffer, None)
+            release(self.claim)  # the writer clears it in the file with the run's status
+            return self.writer.submit(buffer, (event.outcome, self.run_id))  # type: ignore[union-attr]
         if len(buffer) >= self.flush_every:  # written in the background: nobody waits
             self.buffer = []
             self.writer.submit(buffer, errors=self.failed)
@@ -205,28 +196,35 @@ class Journal:
             raise ValueError(f"synchronous must be FULL or NORMAL, got {synchronous!r}")
         self.path = Path(path)
         self.flush_every = flush_every
+        # Per run: (segments, claim) as the last `recover` saw them (see `listener`).
+        self._recovered: dict[str, tuple[int, str | None]] = {}
         # Autocommit mode: transactions are explicit and short (BEGIN IMMEDIATE ... COMMIT).
         # Checkpoints commit in the writer thread; `_lock` keeps one thread on the connection.
-        self._db = sqlite3.connect(
-            self.path,
-            isolation_level=None,
-            timeout=busy_timeout_ms / 1000,
-            check_same_thread=False,
-        )
         self._lock = threading.Lock()
+        try:
+            self._db = sqlite3.connect(
+                self.path,
+                isolation_level=None,
+                timeout=busy_timeout_ms / 1000,
+                check_same_thread=False,
+            )
+        except sqlite3.Error as exc:
+            raise JournalError(f"cannot open journal {self.path}: {exc}") from exc
+        try:
+            self._db.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+            self._db.execute("PRAGMA journal_mode = WAL")
+            self._db.execute(f"PRAGMA synchronous = {synchronous}")
+            with self._write() as db:
+                problem = prepare(db, self.path)
+        except sqlite3.Error as exc:  # not a database, a damaged or truncated one
+            self._db.close()
+            raise JournalError(f"cannot open journal {self.path}: {exc}") from exc
+        if problem is not None:
+            self._db.close()
+            raise JournalError(problem)
         self._writer = Writer(
             self._write, JournalError, busy_timeout_ms / 1000 + 60, f"mule-journal {self.path}"
         )
-        self._db.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
-        self._db.execute("PRAGMA journal_mode = WAL")
-        self._db.execute(f"PRAGMA synchronous = {synchronous}")
-        with self._write() as db:
-            for statement in _SCHEMA.split(";"):
-                if statement.strip():
-                    db.execute(statement)
-            columns = {row[1] for row in db.execute("PRAGMA table_info(runs)")}
-            if "meta" not in columns:  # a journal written before run metadata existed
-                db.execute("ALTER TABLE runs ADD COLUMN meta TEXT NOT NULL DEFAULT '{}'")
 
     def _write(self) -> _Tx:
         return _Tx(self._db, self._lock)
@@ -268,18 +266,40 @@ class Journal:
         tool is looked up or run. The commit runs in a worker thread, grouped with the other
         runs' commits, so the event loop is not blocked. Other events are buffered (it returns
         None) and written with the next checkpoint, or once `flush_every` are waiting.
+
+        The listener holds the run exclusively until it records `run_end` (or is collected, or
+        its process ends): a second listener for the run meanwhile raises `JournalError`, and
+        so does one after a `recover` whose state has since moved on (another writer resumed
+        the run in between). So two concurrent resumes never both run: the second fails
+        before it starts, and an unsafe tool runs at most once.
         """
-        with self._write() as db:
-            row = db.execute("SELECT segments FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+        with self._reading(run_id), self._write() as db:
+            row = db.execute(
+                "SELECT segments, claim, pid, host FROM runs WHERE run_id = ?", (run_id,)
+            ).fetchone()
             if row is None:
                 raise JournalError(f"unknown run {run_id!r}: call begin() first")
-            segment = int(row[0]) + 1
+            segments, claim, pid, host = int(row[0]), row[1], int(row[2]), str(row[3])
+            if held(claim, pid, host):
+                raise JournalError(
+                    f"run {run_id!r} is held by another writer (pid {pid} on {host}):"
+                    " a run is resumed by one writer at a time"
+                )
+            seen = self._recovered.pop(run_id, None)
+            if seen is not None and seen != (segments, claim):
+                raise JournalError(
+                    f"run {run_id!r} moved on since it was recovered (another writer resumed"
+                    " it): recover it again"
+                )
+            token = new_claim()
             db.execute(
                 "UPDATE runs SET segments = ?, status = 'running', pid = ?, host = ?,"
-                " updated_ms = ? WHERE run_id = ?",
-                (segment, os.getpid(), socket.gethostname(), _now_ms(), run_id),
+                " updated_ms = ?, claim = ? WHERE run_id = ?",
+                (segments + 1, os.getpid(), socket.gethostname(), _now_ms(), token, run_id),
             )
-        return _Segment(self, run_id, segment)
+        segment = _Segment(self, run_id, segments + 1, token)
+        weakref.finalize(segment, release, token)
+        return segment
 
     def set_meta(self, run_id: str, key: str, value: str) -> None:
         """Keep `key = value` with the run (the host's own metadata: a trace context, say)."""
@@ -295,6 +315,19 @@ class Journal:
 
     # -- reading ----------------------------------------------------------------------------
 
+    @contextmanager
+    def _reading(self, run_id: str | None = None) -> Iterator[None]:
+        """Turn any failure to read the file or a record into a `JournalError` that says so."""
+        try:
+            yield
+        except JournalError:
+            raise
+        except sqlite3.Error as exc:
+            raise JournalError(f"cannot read journal {self.path}: {exc}") from exc
+        except Exception as exc:  # a damaged record: not JSON, not a record of this mule
+            what = "journal" if run_id is None else f"run {run_id!r} in journal"
+            raise JournalError(f"{what} {self.path} is damaged: {exc}") from exc
+
     def _rows(self, sql: str, params: Sequence[object] = ()) -> list[Any]:
         """Run a query under the lock (a commit may be in a worker thread): all its rows."""
         with self._lock:
@@ -307,7 +340,8 @@ class Journal:
 
     def meta(self, run_id: str) -> dict[str, str]:
         """Return the run's metadata (see `set_meta`)."""
-        row = self._row("SELECT meta FROM runs WHERE run_id = ?", (run_id,))
+        with self._reading(run_id):
+            row = self._row("SELECT meta FROM runs WHERE run_id = ?", (run_id,))
         if row is None:
             raise JournalError(f"unknown run {run_id!r}")
         return _meta(row[0])
@@ -334,33 +368,45 @@ class Journal:
         messages only (the next run asks the model again). Interrupted in a turn: its
         assistant message, with one checkpoint per tool call.
         """
-        return self._fold(run_id).recover()
+        with self._reading(run_id):
+            row = self._row("SELECT segments, claim FROM runs WHERE run_id = ?", (run_id,))
+            found = self._fold(run_id).recover()
+            if row is not None:
+                self._recovered[run_id] = (int(row[0]), row[1])
+            return found
 
     def transcript(self, run_id: str) -> tuple[Message, ...]:
         """Return the committed transcript: starting messages, then every committed message."""
-        return tuple(self._fold(run_id).transcript)
+        with self._reading(run_id):
+            return tuple(self._fold(run_id).transcript)
 
     def events(self, run_id: str) -> Iterator[tuple[int, int, dict[str, Any]]]:
         """Yield `(segment, seq, json)` for every recorded event (message_update compact)."""
-        rows = self._rows(
-            "SELECT segment, seq, body FROM events WHERE run_id = ? ORDER BY segment, seq",
-            (run_id,),
-        )
-        for segment, seq, body in rows:
-            yield int(segment), int(seq), json.loads(body)
+        with self._reading(run_id):
+            rows = self._rows(
+                "SELECT segment, seq, body FROM events WHERE run_id = ? ORDER BY segment, seq",
+                (run_id,),
+            )
+            decoded = [(int(segment), int(seq), loads(body)) for segment, seq, body in rows]
+        yield from decoded
 
     def runs(self) -> tuple[RunInfo, ...]:
         """Return every recorded run, oldest first, with its status."""
         host = socket.gethostname()
         out: list[RunInfo] = []
-        for run_id, status, segments, pid, where, created, updated in self._rows(
-            "SELECT run_id, status, segments, pid, host, created_ms, updated_ms FROM runs"
-            " ORDER BY created_ms, run_id"
-        ):
-            state: JournalRunStatus = status
-            if status == "running" and where == host and pid != os.getpid() and not _alive(pid):
-                state = "interrupted"
-            out.append(RunInfo(run_id, state, int(segments), int(pid), created, updated))
+        with self._reading():
+            for run_id, status, segments, pid, where, created, updated in self._rows(
+                "SELECT run_id, status, segments, pid, host, created_ms, updated_ms FROM runs"
+                " ORDER BY created_ms, run_id"
+            ):
+                if status not in _STATUSES or not isinstance(run_id, str):
+                    raise ValueError(f"run {run_id!r} has an unknown status {status!r}")
+                state: JournalRunStatus = status
+                if status == "running" and where == host and pid != os.getpid() and not alive(pid):
+                    state = "interrupted"
+                out.append(
+                    RunInfo(run_id, state, int(segments), int(pid), int(created), int(updated))
+                )
         return tuple(out)
 
 

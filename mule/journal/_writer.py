@@ -26,7 +26,7 @@ import anyio.lowlevel
 Row: TypeAlias = tuple[str, int, int, str, str]  # (run_id, segment, seq, type, body)
 Post: TypeAlias = Callable[..., object]  # an event loop's call-soon-from-another-thread
 _INSERT = "INSERT INTO events VALUES (?, ?, ?, ?, ?)"
-_STATUS = "UPDATE runs SET status = ?, updated_ms = ? WHERE run_id = ?"
+_STATUS = "UPDATE runs SET status = ?, updated_ms = ?, claim = NULL WHERE run_id = ?"
 
 
 @final

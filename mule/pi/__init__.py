@@ -63,7 +63,7 @@ from mule.pi._events import (
     ToolCallStartEvent,
 )
 from mule.pi._extras import MissingExtraError, needs_extra
-from mule.pi._json import JsonObject, JsonValue, stringify
+from mule.pi._json import JsonError, JsonObject, JsonValue, loads, stringify
 from mule.pi._messages import (
     FAILURE_STOP_REASONS,
     SUCCESS_STOP_REASONS,
@@ -118,6 +118,7 @@ __all__ = [
     "ImageContent",
     "IncompleteStreamError",
     "InputKind",
+    "JsonError",
     "JsonObject",
     "JsonValue",
     "Message",
@@ -176,6 +177,7 @@ __all__ = [
     "from_json",
     "from_wire",
     "is_retryable_assistant_error",
+    "loads",
     "needs_extra",
     "parse_streaming_json",
     "register_provider",
