@@ -30,7 +30,6 @@ from mule.pirc._commands import (
     JobTimeout,
     ProcessExited,
     Response,
-    StreamingBehavior,
     new_id,
     parse_response,
 )
@@ -39,7 +38,6 @@ from mule.pirc._correlation import PendingCommands
 from mule.pirc._events import BridgeEvent, ExtensionUIRequest, JobResult
 from mule.pirc._framing import FrameStats, LineFramer, parse_record
 from mule.pirc._job import (
-    AbortRequested,
     Accepted,
     BarrierPassed,
     Finish,
@@ -49,10 +47,10 @@ from mule.pirc._job import (
     job_input,
     step,
 )
+from mule.pirc._job_commands import JobCommands
 from mule.pirc._job_handle import Job
 from mule.pirc._mapper import EventMapper
 from mule.pirc._process import PiProcess
-from mule.pirc._session_commands import SessionCommands, message_fields
 from mule.pirc._subscription import Subscribers, Subscription
 
 log = logging.getLogger("mule.pirc")
@@ -76,7 +74,7 @@ class BridgeStats:
 
 
 @final
-class Bridge(SessionCommands):
+class Bridge(JobCommands):
     """Drives one pi RPC child: `async with Bridge(config) as pi: result = await pi.run("hi")`."""
 
     def __init__(self, config: BridgeConfig) -> None:
@@ -91,6 +89,9 @@ class Bridge(SessionCommands):
         self._subscribers = Subscribers()
         self._mapper = EventMapper()
         self._job: Job | None = None
+        self._open_jobs: set[Job] = set()  # the current job and any superseded one still settling
+        self._queued: dict[str, Job | None] = {}  # queued message id -> the job open when sent
+        self._prompt_lock = anyio.Lock()
         self._ui_timers: dict[str, anyio.CancelScope] = {}
         self._stopping = False
         self._exiting = False
@@ -223,8 +224,7 @@ class Bridge(SessionCommands):
             self._pending.release_all()
             for scope in self._ui_timers.values():
                 scope.cancel()
-            job = self._job
-            if job is not None and not job.done.is_set():
+            for job in list(self._open_jobs):
                 await self._feed(job, ProcessGone(reason))
             self._subscribers.end_all()
         finally:
@@ -255,6 +255,8 @@ class Bridge(SessionCommands):
             streaming = isinstance(r.data, Mapping) and r.data.get("isStreaming") is True
             await self._feed(barrier_job, BarrierPassed(token, streaming))
             return
+        if r.id is not None and r.id in self._queued and r.success:
+            await self._on_queued(r.id, r.command)
         if not self._pending.answer(r):
             self.stats.unmatched_responses += 1
             return
@@ -262,11 +264,34 @@ class Bridge(SessionCommands):
         if job is not None and r.success and r.id is not None and r.id == job.prompt_id:
             await self._feed(job, Accepted())
 
+    async def _on_queued(self, cid: str, command: str) -> None:
+        """Decide, in stdout order, which job a queued message went to.
+
+        pi took it into the job open when it was sent if that job had not reached its
+        `agent_end` yet. Otherwise pi found itself idle: a `prompt` with `streamingBehavior` then
+        starts a run of its own (a new job, from this line on); a steer or follow-up waits in
+        pi's queue for the next run (no job).
+        """
+        job = self._queued[cid]
+        if job is not None and job is self._job and job.state.phase not in ("settling", "done"):
+            return
+        if command == "prompt":
+            fresh = self._job = self._new_job(fresh=True)
+            fresh.prompt_id = cid
+            self._queued[cid] = fresh
+            await self._feed(fresh, Accepted())
+        else:
+            self._queued[cid] = None
+
     async def _on_event(self, record: dict[str, Any]) -> None:
         kind = record.get("type")
         job = self._job
-        if kind == "agent_start" and (job is None or job.done.is_set()):
-            job = self._job = self._new_job()  # pi started a run by itself
+        if kind == "agent_start" and (
+            job is None or job.done.is_set() or job.state.phase == "settling"
+        ):
+            # pi started a run by itself (or the last job only waits for its barrier): a new
+            # job, so that no run is ever merged into a finished one.
+            job = self._job = self._new_job(fresh=True)
         events = self._mapper.map(record)
         for ev in events:
             if isinstance(ev, ExtensionUIRequest) and ev.expects_answer:
@@ -279,7 +304,8 @@ class Bridge(SessionCommands):
             await self._feed(job, inp)
 
     async def _feed(self, job: Job, inp: JobInput) -> None:
-        job.state, actions = step(job.state, inp)
+        state, actions = step(job.state, inp)
+        job.advance(state)
         for action in actions:
             if isinstance(action, SendBarrier):
                 bid = f"barrier-{new_id()}"
@@ -289,8 +315,10 @@ class Bridge(SessionCommands):
             elif isinstance(action, Finish):
                 await self._finish(job, action, inp)
 
-    def _new_job(self) -> Job:
-        return Job(self._mapper.begin(), self.stop, self.config.job_timeout)
+    def _new_job(self, fresh: bool = False) -> Job:
+        job = Job(self._mapper.begin(fresh), self.stop, self.config.job_timeout)
+        self._open_jobs.add(job)
+        return job
 
     async def _send_barrier(self, bid: str) -> None:
         try:
@@ -310,7 +338,8 @@ class Bridge(SessionCommands):
             error=fin.error,
         )
         job.settle(result, gone)
-        for ev in self._mapper.finish(fin.outcome):
+        self._open_jobs.discard(job)
+        for ev in self._mapper.finish(fin.outcome, job.run):
             await self._publish(ev)
         job.done.set()
 
@@ -339,31 +368,6 @@ class Bridge(SessionCommands):
         return self.subscribe()
 
     # -- jobs --------------------------------------------------------------------------------
-
-    async def prompt(
-        self,
-        message: str,
-        images: Sequence[ImageContent] = (),
-        streaming_behavior: StreamingBehavior | None = None,
-        time_limit: float | None = None,
-    ) -> Job:
-        """Send a prompt; return its job (the running job when `streaming_behavior` queues it)."""
-        fields = message_fields(message, images)
-        if streaming_behavior is not None:
-            fields["streamingBehavior"] = streaming_behavior
-        running = self._job
-        if running is not None and not running.done.is_set():
-            # Queued into (or, without streaming_behavior, rejected by) the running job.
-            await self._command("prompt", fields, time_limit)
-            return running
-        job = self._job = self._new_job()
-        pid = job.prompt_id = new_id()
-        try:
-            await self._command("prompt", fields, time_limit, cid=pid)
-        except CommandFailed as exc:
-            await self._finish(job, Finish("failed", (), 0, exc.error), AbortRequested())
-            raise
-        return job
 
     async def run(
         self,
@@ -435,13 +439,6 @@ class Bridge(SessionCommands):
             raise ProcessExited(self._exit_reason or "pi exited", self.returncode)
         line = json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n"
         await proc.send(line.encode(), self.config.write_timeout)
-
-    async def abort(self, time_limit: float | None = None) -> None:
-        """Abort the running job; pi answers after the aborted run's `agent_end`."""
-        job = self._job
-        if job is not None and not job.done.is_set():
-            await self._feed(job, AbortRequested())
-        await self._command("abort", {}, time_limit)
 
     # -- extension UI ------------------------------------------------------------------------
 

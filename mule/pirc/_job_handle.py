@@ -6,6 +6,7 @@ from collections.abc import Awaitable, Callable
 from typing import final
 
 import anyio
+from attrs import evolve
 
 from mule.effects import MuleIdentity
 from mule.pirc._commands import BridgeError, JobTimeout
@@ -26,6 +27,7 @@ class Job:
     ) -> None:
         self.run = run
         self.done = anyio.Event()
+        self.changed = anyio.Event()  # set (and replaced) at every change of `state`
         self.state = JobState()
         self.prompt_id: str | None = None
         self._stop = stop
@@ -38,10 +40,19 @@ class Job:
         """The result once done (None while running or if pi died)."""
         return self._result
 
+    def advance(self, state: JobState) -> None:
+        """Take the job machine's new state, waking whoever waits on `changed`."""
+        if state is self.state:
+            return
+        self.state = state
+        changed, self.changed = self.changed, anyio.Event()
+        changed.set()
+
     def settle(self, result: JobResult, error: BridgeError | None = None) -> None:
         """Record how the job ended (the bridge calls this, then sets `done`)."""
         self._result = result
         self._error = error
+        self.advance(evolve(self.state, phase="done"))
 
     async def wait(self, time_limit: float | None = None) -> JobResult:
         """Wait for the result; on timeout or cancellation abort the job and stop pi.

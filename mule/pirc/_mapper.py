@@ -223,6 +223,7 @@ class EventMapper:
         self._message: MuleIdentity | None = None
         self._calls: dict[str, MuleIdentity] = {}
         self._last_assistant: MuleIdentity | None = None
+        self._superseded: dict[MuleIdentity, bool] = {}  # open runs a fresh one replaced
 
     @property
     def run(self) -> MuleIdentity | None:
@@ -232,22 +233,38 @@ class EventMapper:
     def _new(self, kind: MuleIdentityKind, parent: MuleIdentity | None) -> MuleIdentity:
         return MuleIdentity(kind, f"{kind}:{next(self._ids)}", parent)
 
-    def begin(self) -> MuleIdentity:
-        """Open a run for a new job (its `RunStart` waits for pi's first `agent_start`)."""
-        if self._run is None:
+    def begin(self, fresh: bool = False) -> MuleIdentity:
+        """Open a run for a new job (its `RunStart` waits for pi's first `agent_start`).
+
+        Without `fresh`, an open run is reused (pi's own `agent_start` inside a job). With it,
+        a new run opens even while the last one waits to settle: its events map to the new run
+        from now on, and the old one still gets its `RunEnd` from `finish`.
+        """
+        if self._run is None or fresh:
+            if self._run is not None:
+                self._superseded[self._run] = self._run_started
             self._run = self._new("run", None)
             self._run_started = False
+            self._turn, self._message = None, None
+            self._calls.clear()
         return self._run
 
-    def finish(self, outcome: RunStatus) -> list[BridgeEvent]:
-        """Close the open run with its one `RunEnd` (and a `RunStart` if pi never ran)."""
-        run = self._run
+    def finish(self, outcome: RunStatus, run: MuleIdentity | None = None) -> list[BridgeEvent]:
+        """Close `run` (default: the open one) with its one `RunEnd`.
+
+        A `RunStart` comes first if pi never ran it.
+        """
+        current = self._run
+        if run is None:
+            run = current
         if run is None:
             return []
-        out: list[BridgeEvent] = [] if self._run_started else [RunStart(run=run)]
+        started = self._run_started if run == current else self._superseded.pop(run, True)
+        out: list[BridgeEvent] = [] if started else [RunStart(run=run)]
         out.append(RunEnd(run=run, terminal=self._new("terminal", run), outcome=outcome))
-        self._run, self._turn, self._message = None, None, None
-        self._calls.clear()
+        if run == current:
+            self._run, self._turn, self._message = None, None, None
+            self._calls.clear()
         return out
 
     def map(self, data: Mapping[str, Any]) -> list[BridgeEvent]:

@@ -43,14 +43,6 @@ class SessionCommands:
         """Send any command and return its response `data` (raises `CommandFailed` etc.)."""
         return await self._command(type, dict(fields or {}), time_limit)
 
-    async def steer(self, message: str, images: Sequence[ImageContent] = ()) -> None:
-        """Queue a steering message (delivered after the current turn's tools)."""
-        await self._command("steer", message_fields(message, images), None)
-
-    async def follow_up(self, message: str, images: Sequence[ImageContent] = ()) -> None:
-        """Queue a follow-up message (delivered when the agent would stop)."""
-        await self._command("follow_up", message_fields(message, images), None)
-
     async def new_session(self, parent_session: str | None = None) -> dict[str, Any]:
         """Start a new session (writes a session file even under `--no-session`)."""
         fields = {"parentSession": parent_session} if parent_session else {}
@@ -114,10 +106,6 @@ class SessionCommands:
     async def set_auto_retry(self, enabled: bool) -> None:
         """Turn auto-retry on or off (persists to settings)."""
         await self._command("set_auto_retry", {"enabled": enabled}, None)
-
-    async def abort_retry(self) -> None:
-        """Cancel a pending auto-retry."""
-        await self._command("abort_retry", {}, None)
 
     async def bash(self, command: str, time_limit: float | None = None) -> dict[str, Any]:
         """Run a shell command through pi; returns `{output, exitCode, cancelled, truncated}`."""
