@@ -21,7 +21,7 @@ def page_script(page: Path) -> str:
 
 def test_every_guide_has_examples() -> None:
     names = {p.stem for p in GUIDES}
-    assert {"quickstart", "streaming", "tools", "conversations"} <= names
+    assert {"quickstart", "streaming", "tools", "conversations", "output"} <= names
     for page in GUIDES:
         assert page_script(page).strip(), f"{page.name} has no python example"
 
@@ -31,6 +31,7 @@ _EXPECTED = {
     "streaming": ["Mules are sure-footed.\ncompleted"],
     "tools": ["progress: mules: reading", "progress: mules: indexing"],
     "conversations": [],
+    "output": ["City(name='Paris', population=2100000)"],
 }
 
 

@@ -33,7 +33,7 @@ from mule.effects._events import (
 from mule.effects._identity import MuleIdentity, MuleIdentityKind
 from mule.effects._inputs import MulePortsInput
 from mule.effects._limits import LimitName, RunLimits
-from mule.effects._outcome import MuleCompletedTurn, MuleRunOutcome
+from mule.effects._outcome import MuleCompletedTurn, MuleRunOutcome, OutputT
 from mule.effects._ports import (
     EmitPort,
     PollPort,
@@ -94,6 +94,7 @@ __all__ = [
     "MuleToolRejection",
     "MuleToolResult",
     "PollPort",
+    "OutputT",
     "Ports",
     "PreparePort",
     "Replay",

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
-from typing import final
+from typing import Generic, final
 
 from attrs import frozen
+from typing_extensions import TypeVar
 
 from mule.effects._events import RunStatus
 from mule.effects._identity import MuleIdentity
 from mule.effects._limits import LimitName
 from mule.pi._messages import ZERO_USAGE, AssistantMessage, Message, ToolResultMessage, Usage
+
+OutputT = TypeVar("OutputT", default=None)
+"""The type of a run's structured output (`None` when it has none)."""
 
 
 @final
@@ -33,7 +37,7 @@ class MuleCompletedTurn:
 
 @final
 @frozen(kw_only=True)
-class MuleRunOutcome:
+class MuleRunOutcome(Generic[OutputT]):
     """The honest terminal result of one run.
 
     To continue the conversation, send `all_messages` plus the next user message:
@@ -56,6 +60,8 @@ class MuleRunOutcome:
             failed attempts included (`message.usage` is the last response's only).
         limit: The `RunLimits` bound that stopped the run (`"max_turns"`,
             `"max_output_tokens"` or `"max_cost_usd"`), or None.
+        output: The decoded structured output when the input had an `output_type` (typed:
+            `MuleRunOutcome[Point]` for `output_type=Point`), else None.
 
     """
 
@@ -67,6 +73,7 @@ class MuleRunOutcome:
     all_messages: tuple[Message, ...] = ()
     usage: Usage = ZERO_USAGE
     limit: LimitName | None = None
+    output: OutputT = None  # type: ignore[assignment]  # None unless output_type was set
 
 
 __all__ = ["MuleCompletedTurn", "MuleRunOutcome"]

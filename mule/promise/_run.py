@@ -6,10 +6,11 @@ from typing import final
 
 from returns.result import Failure
 
-from mule.effects import MuleRunFailed, MuleRunOutcome
+from mule.effects import MuleRunFailed, MuleRunOutcome, OutputT
 from mule.effects import run as run_core
 from mule.pi import AbortError, AbortSignal, as_exception
 from mule.promise._adapt import core_input
+from mule.promise._output import attach_output, with_output
 from mule.promise._types import MulePromiseListener, MuleRunInput
 
 
@@ -19,20 +20,21 @@ class Mule:
 
     async def run(
         self,
-        input: MuleRunInput,
+        input: MuleRunInput[OutputT],
         listener: MulePromiseListener | None = None,
         signal: AbortSignal | None = None,
-    ) -> MuleRunOutcome:
+    ) -> MuleRunOutcome[OutputT]:
         """Run one complete Pi model/tool loop and return its completed outcome.
 
         Raises `MuleRunFailed` (carrying the `MuleError`) when the run failed, the abort reason
         (an `AbortError` when the reason is not an exception) when `signal` aborted it, and the
         backend's cancellation exception when the calling task was cancelled.
         """
-        result = await run_core(core_input(input, listener), signal)
+        inp, listen, box = with_output(input, listener)
+        result = await run_core(core_input(inp, listen), signal)
         if isinstance(result, Failure):
             raise MuleRunFailed(result.failure())
-        outcome = result.unwrap()
+        outcome: MuleRunOutcome[OutputT] = attach_output(result.unwrap(), box)
         if outcome.status == "cancelled":
             reason = signal.reason if signal is not None else None
             raise as_exception(reason) if reason is not None else AbortError()

@@ -7,19 +7,20 @@ The core's `RunStream` over the adapted input; the iteration raises as `mule.run
 from __future__ import annotations
 
 from types import TracebackType
-from typing import Self, final
+from typing import Generic, Self, final
 
 from returns.result import Failure
 
-from mule.effects import MuleEvent, MuleRunFailed, MuleRunOutcome
+from mule.effects import MuleEvent, MuleRunFailed, MuleRunOutcome, OutputT
 from mule.effects._stream import RunStream
 from mule.pi import AbortError, AbortSignal, as_exception
 from mule.promise._adapt import core_input
+from mule.promise._output import attach_output, with_output
 from mule.promise._types import MulePromiseListener, MuleRunInput
 
 
 @final
-class MuleStream:
+class MuleStream(Generic[OutputT]):
     """One run as an async context manager and async iterator of its `MuleEvent`s.
 
     `async with mule.stream(inp) as run: async for event in run: ...`, then `run.outcome`.
@@ -29,18 +30,19 @@ class MuleStream:
     `MuleRunFailed`; when the caller's `signal` aborted it, the abort reason (as `mule.run`).
     """
 
-    __slots__ = ("_core",)
+    __slots__ = ("_box", "_core")
 
     def __init__(
         self,
-        inp: MuleRunInput,
+        inp: MuleRunInput[OutputT],
         signal: AbortSignal | None = None,
         listener: MulePromiseListener | None = None,
     ) -> None:
-        self._core = RunStream(core_input(inp, listener), signal)
+        full, listen, self._box = with_output(inp, listener)
+        self._core = RunStream(core_input(full, listen), signal)
 
     @property
-    def outcome(self) -> MuleRunOutcome:
+    def outcome(self) -> MuleRunOutcome[OutputT]:
         """The run's outcome once it ended; `MuleRunFailed` if it failed.
 
         A run cancelled by the caller's signal, or by leaving the block early, has
@@ -49,7 +51,7 @@ class MuleStream:
         result = self._core.outcome
         if isinstance(result, Failure):
             raise MuleRunFailed(result.failure())
-        return result.unwrap()
+        return attach_output(result.unwrap(), self._box)
 
     @property
     def signal(self) -> AbortSignal:
@@ -83,11 +85,11 @@ class MuleStream:
 
 
 def stream(
-    inp: MuleRunInput,
+    inp: MuleRunInput[OutputT],
     signal: AbortSignal | None = None,
     *,
     listener: MulePromiseListener | None = None,
-) -> MuleStream:
+) -> MuleStream[OutputT]:
     """Return the run of `inp` as an async context manager and iterator of its events.
 
     `listener`, if given, sees every event first, including those after the consumer left

@@ -15,7 +15,7 @@ from typing import Literal, TypeAlias
 import anyio
 import anyio.from_thread
 
-from mule.effects import MuleRunOutcome
+from mule.effects import MuleRunOutcome, OutputT
 from mule.pi import AbortSignal
 from mule.promise._run import run
 from mule.promise._types import MulePromiseListener, MuleRunInput
@@ -32,12 +32,12 @@ def _in_event_loop() -> bool:
 
 
 def run_sync(
-    inp: MuleRunInput,
+    inp: MuleRunInput[OutputT],
     listener: MulePromiseListener | None = None,
     signal: AbortSignal | None = None,
     *,
     backend: Backend = "asyncio",
-) -> MuleRunOutcome:
+) -> MuleRunOutcome[OutputT]:
     """Run one complete loop from synchronous code; return its outcome as `mule.run` does.
 
     Raises what `mule.run` raises (`MuleRunFailed`, the abort reason). Works in a plain script
