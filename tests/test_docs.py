@@ -31,6 +31,7 @@ _EXPECTED = {
     "streaming": ["Mules are sure-footed.\ncompleted"],
     "tools": ["progress: mules: reading", "progress: mules: indexing"],
     "conversations": [],
+    "durable": ["completed\n['user', 'assistant', 'toolResult', 'assistant']\ncompleted"],
     "output": ["City(name='Paris', population=2100000)"],
 }
 
