@@ -189,6 +189,8 @@ def test_paths_resolve_against_the_invoking_directory(tmp_path: Path) -> None:
             "7",
             "--pass-env",
             "MY_VAR",
+            "--allow-origin",
+            "https://ops.example",
         ]
     )
     prepared = prepare(args, TOKEN, {"PATH": os.environ["PATH"]}, cwd=here)
@@ -198,6 +200,7 @@ def test_paths_resolve_against_the_invoking_directory(tmp_path: Path) -> None:
         assert bridge.cwd == str(work)
         assert bridge.command_timeout == 7
         assert prepared.config.env_allow == ("MY_VAR",)
+        assert prepared.config.allowed_origins == ("https://ops.example",)
         assert prepared.temp_agent_dir is not None
         assert bridge.agent_dir == str(prepared.temp_agent_dir)
         models = json.loads((prepared.temp_agent_dir / "models.json").read_text())
@@ -213,6 +216,11 @@ def test_paths_resolve_against_the_invoking_directory(tmp_path: Path) -> None:
     )
     with pytest.raises(SetupError, match=r"extension 'gone\.ts' not found"):
         prepare(missing, TOKEN, {}, cwd=here)
+    origin = build_parser().parse_args(
+        ["--model", "local/m", "--base-url", "http://h/v1", "--allow-origin", "ops.example"]
+    )
+    with pytest.raises(SetupError, match="SCHEME://HOST"):
+        prepare(origin, TOKEN, {}, cwd=here)
 
 
 def test_the_token_can_never_be_allowed_into_a_child() -> None:

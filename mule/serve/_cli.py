@@ -11,6 +11,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Final, final
+from urllib.parse import urlsplit
 
 from attrs import frozen
 
@@ -89,6 +90,14 @@ def build_parser() -> argparse.ArgumentParser:
     net.add_argument(
         "--allow-remote", action="store_true", help="allow binding a non-loopback address"
     )
+    net.add_argument(
+        "--allow-origin",
+        action="append",
+        default=[],
+        metavar="ORIGIN",
+        help="also accept browsers on /ws from this origin, e.g. https://ops.example "
+        "(repeatable; default: only the page's own loopback origin)",
+    )
     return p
 
 
@@ -116,6 +125,10 @@ def prepare(
             f"refusing to bind to non-loopback address {args.host!r}; pass --allow-remote "
             "if every client on that network may try the token"
         )
+    for origin in args.allow_origin:
+        parts = urlsplit(origin)
+        if parts.scheme not in ("http", "https") or not parts.netloc or parts.path not in ("", "/"):
+            raise SetupError(f"--allow-origin {origin!r}: expected SCHEME://HOST[:PORT]")
     for name in args.pass_env:
         if name == TOKEN_ENV:
             raise SetupError(f"--pass-env {TOKEN_ENV}: the server's token never reaches pi")
@@ -169,6 +182,7 @@ def prepare(
             max_jobs=args.max_jobs,
             client_queue=args.client_queue,
             env_allow=tuple(args.pass_env),
+            allowed_origins=tuple(args.allow_origin),
         )
     except BaseException:
         if temp is not None:
