@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from typing import Any, final
 
 import anyio
@@ -26,7 +26,7 @@ from mule.effects import (
     to_json,
 )
 from mule.effects._events import MuleEvent
-from mule.journal import COMMIT_POINTS, STREAM_ONLY, Fold, fold
+from mule.journal import COMMIT_POINTS, STREAM_ONLY, CommitWriter, Fold, fold
 from mule.pi import AbortSignal
 from mule.pi._messages import Message
 
@@ -117,12 +117,13 @@ class _Recorder:
     __slots__ = (
         "buffer",
         "commit_at",
+        "failed",
         "first_ms",
         "flush_ms",
         "run_id",
         "segment",
         "skip",
-        "store",
+        "writer",
     )
 
     def __init__(
@@ -133,7 +134,8 @@ class _Recorder:
         skip: Callable[[MuleEvent], bool] | None,
         commit_at: frozenset[str],
     ) -> None:
-        self.store = store
+        self.writer = store._writer
+        self.failed: list[BaseException] = []  # a background write of this run that failed
         self.commit_at = commit_at
         self.run_id = run_id
         self.segment = segment
@@ -142,33 +144,35 @@ class _Recorder:
         self.buffer: list[tuple[str, int, str | None, str, str]] = []
         self.first_ms = 0
 
-    def __call__(self, event: MuleEvent, signal: AbortSignal | None = None) -> None:
-        """Record `event`; return only once a checkpoint event is committed."""
+    def __call__(
+        self, event: MuleEvent, signal: AbortSignal | None = None
+    ) -> Awaitable[None] | None:
+        """Record `event`; at a checkpoint, return an awaitable that ends once it is committed.
+
+        Commits run in the store's writer thread (grouped across runs), never on the loop.
+        """
         if self.skip is not None and self.skip(event):
-            return
+            return None
         kind = event.type
         if not self.buffer:
             self.first_ms = now_ms()
         record = event_to_record(event)
         self.buffer.append((self.run_id, self.segment, event_key(event), kind, record))
         if kind in self.commit_at:
+            if self.failed:
+                raise StoreError(f"run store write failed: {self.failed[0]}") from self.failed[0]
             status = event.outcome if kind == "run_end" else None  # type: ignore[union-attr]
-            self.flush(status)
-        elif len(self.buffer) >= 256 or now_ms() - self.first_ms >= self.flush_ms:
+            rows, self.buffer = self.buffer, []
+            return self.writer.submit(rows, None if status is None else (status, self.run_id))
+        if len(self.buffer) >= 256 or now_ms() - self.first_ms >= self.flush_ms:
             self.flush()  # followers see a live stream within flush_ms
+        return None
 
-    def flush(self, status: str | None = None) -> None:
-        """Write the buffered events in one transaction and wake followers."""
+    def flush(self) -> None:
+        """Hand the buffered events to the writer thread (written soon; nobody waits)."""
         rows, self.buffer = self.buffer, []
-        if not rows:
-            return
-        s = self.store
-        with s.lock, s.db.transaction():
-            cur = s.db.cursor()
-            cur.executemany(s.q_insert, rows)
-            if status is not None:
-                cur.execute(s.q_status, (status, now_ms(), self.run_id))
-            cur.execute("SELECT pg_notify(%s, %s)", (NOTIFY_CHANNEL, self.run_id))
+        if rows:
+            self.writer.submit(rows, errors=self.failed)
 
 
 @final
@@ -198,6 +202,7 @@ class PgStore:
             "UPDATE {}.runs SET status = %s, updated_ms = %s WHERE run_id = %s"
         ).format(s)
         self.s = s
+        self._writer = CommitWriter(self._write_rows, StoreError, 60.0, "mule-pgstore")
         with self.lock, self.db.transaction():
             # Concurrent first-time creation races on the catalog: serialise it.
             self.db.execute("SELECT pg_advisory_xact_lock(7316001)")
@@ -205,8 +210,22 @@ class PgStore:
                 if statement.strip():
                     self.db.execute(sql.SQL(statement.replace("{s}", "{}")).format(s))
 
+    def _write_rows(
+        self, rows: list[tuple[str, int, str | None, str, str]], statuses: list[tuple[str, str]]
+    ) -> None:
+        """Write events and run statuses in one transaction; wake the runs' followers."""
+        with self.lock, self.db.transaction():
+            cur = self.db.cursor()
+            cur.executemany(self.q_insert, rows)
+            now = now_ms()
+            for status, run_id in statuses:
+                cur.execute(self.q_status, (status, now, run_id))
+            for run_id in dict.fromkeys(row[0] for row in rows):
+                cur.execute("SELECT pg_notify(%s, %s)", (NOTIFY_CHANNEL, run_id))
+
     def close(self) -> None:
-        """Close the connection."""
+        """Write what was handed to the writer thread, then close the connection."""
+        self._writer.close()
         self.db.close()
 
     def __enter__(self) -> PgStore:
@@ -243,8 +262,9 @@ class PgStore:
     ) -> _Recorder:
         """Return a listener recording `run_id` (promise form); a new segment unless given.
 
-        Checkpoint events are committed before the listener returns; others are buffered and
-        written with the next checkpoint or within `flush_ms`. `skip` drops events (a DBOS
+        At checkpoint events it returns an awaitable that ends once they are committed (in the
+        store's writer thread); others are buffered and handed to the writer with the next
+        checkpoint or within `flush_ms`. `skip` drops events (a DBOS
         replay's re-streamed updates). A DBOS workflow passes `commit_at={"run_end"}`: its steps
         are durable in DBOS, and a replay re-emits any checkpoint event a crash lost.
         """

@@ -4,10 +4,12 @@ from mule.journal._fold import Fold, fold
 from mule.journal._owner import TranscriptOwner
 from mule.journal._record import COMMIT_POINTS, STREAM_ONLY
 from mule.journal._sqlite import Journal, JournalError, JournalRunStatus, RunInfo, Synchronous
+from mule.journal._writer import CommitWriter
 
 __all__ = [
     "COMMIT_POINTS",
     "STREAM_ONLY",
+    "CommitWriter",
     "Fold",
     "Journal",
     "JournalError",

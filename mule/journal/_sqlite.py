@@ -29,9 +29,13 @@ from mule.journal._claim import alive, held, new_claim, release
 from mule.journal._fold import Fold, fold
 from mule.journal._record import COMMIT_POINTS, STREAM_ONLY
 from mule.journal._schema import prepare
-from mule.journal._writer import Row, Writer
+from mule.journal._writer import CommitWriter
 from mule.pi import AbortSignal, loads
 from mule.pi._messages import Message
+
+_Row: TypeAlias = tuple[str, int, int, str, str]  # (run_id, segment, seq, type, body)
+_INSERT = "INSERT INTO events VALUES (?, ?, ?, ?, ?)"
+_STATUS = "UPDATE runs SET status = ?, updated_ms = ?, claim = NULL WHERE run_id = ?"
 
 Synchronous: TypeAlias = Literal["FULL", "NORMAL"]
 JournalRunStatus: TypeAlias = Literal["running", "completed", "failed", "cancelled", "interrupted"]
@@ -97,7 +101,7 @@ class _Segment:
         self.run_id = run_id
         self.segment = segment
         self.seq = 0
-        self.buffer: list[Row] = []
+        self.buffer: list[_Row] = []
         self.flush_every = journal.flush_every
         self.failed: list[BaseException] = []  # a write of buffered events that failed
 
@@ -222,12 +226,20 @@ class Journal:
         if problem is not None:
             self._db.close()
             raise JournalError(problem)
-        self._writer = Writer(
-            self._write, JournalError, busy_timeout_ms / 1000 + 60, f"mule-journal {self.path}"
+        self._writer = CommitWriter(
+            self._write_rows, JournalError, busy_timeout_ms / 1000 + 60, f"mule-journal {self.path}"
         )
 
     def _write(self) -> _Tx:
         return _Tx(self._db, self._lock)
+
+    def _write_rows(self, rows: list[_Row], statuses: list[tuple[str, str]]) -> None:
+        """Write events and run statuses in one transaction (the writer thread's commit)."""
+        with self._write() as db:
+            db.executemany(_INSERT, rows)
+            if statuses:
+                now = _now_ms()
+                db.executemany(_STATUS, [(status, now, rid) for status, rid in statuses])
 
     def close(self) -> None:
         """Write what was handed to the writer thread, stop it, and close the connection."""

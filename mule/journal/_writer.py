@@ -1,4 +1,4 @@
-"""The journal's writer thread: commits off the event loop, grouped across runs.
+"""A transcript owner's writer thread: commits off the event loop, grouped across runs.
 
 A commit at `synchronous=FULL` waits for an fsync (about 1.5 ms on a virtual disk). Done on the
 event loop it would stop every run in the process for that time. Instead a run hands its rows
@@ -12,21 +12,17 @@ from __future__ import annotations
 
 import contextlib
 import os
-import sqlite3
 import threading
-import time
 from collections.abc import Awaitable, Callable
-from contextlib import AbstractContextManager
 from queue import Empty, SimpleQueue
-from typing import TypeAlias, final
+from typing import Any, TypeAlias, final
 
 import anyio
 import anyio.lowlevel
 
-Row: TypeAlias = tuple[str, int, int, str, str]  # (run_id, segment, seq, type, body)
 Post: TypeAlias = Callable[..., object]  # an event loop's call-soon-from-another-thread
-_INSERT = "INSERT INTO events VALUES (?, ?, ?, ?, ?)"
-_STATUS = "UPDATE runs SET status = ?, updated_ms = ?, claim = NULL WHERE run_id = ?"
+Write: TypeAlias = Callable[[list[Any], list[tuple[str, str]]], None]
+"""Writes rows and (status, run_id) pairs in one transaction (called in the writer thread)."""
 
 
 @final
@@ -35,7 +31,7 @@ class _Ticket:
 
     __slots__ = ("done", "error", "errors", "event", "post", "rows", "status", "sync")
 
-    def __init__(self, rows: list[Row], status: tuple[str, str] | None) -> None:
+    def __init__(self, rows: list[Any], status: tuple[str, str] | None) -> None:
         self.rows = rows
         self.status = status  # (status, run_id)
         self.post: Post | None = None  # set: `event` is set on that loop once written
@@ -65,21 +61,21 @@ def _wake(tickets: list[_Ticket]) -> None:
 
 
 @final
-class Writer:
-    """The writer thread of one journal connection (started on first use, in each process).
+class CommitWriter:
+    """The writer thread of one store connection (started on first use, in each process).
 
-    `tx()` opens a write transaction holding the connection's lock; `failure(text)` makes the
-    error a failed or overdue commit raises; a wait is bounded by `wait_s`.
+    `write(rows, statuses)` writes one transaction; `failure(text)` makes the error a failed or
+    overdue commit raises; a synchronous caller's wait is bounded by `wait_s`.
     """
 
     def __init__(
         self,
-        tx: Callable[[], AbstractContextManager[sqlite3.Connection]],
+        write: Write,
         failure: Callable[[str], Exception],
         wait_s: float,
         name: str,
     ) -> None:
-        self._tx = tx
+        self._write_fn = write
         self._failure = failure
         self.wait_s = wait_s
         self._name = name
@@ -90,7 +86,7 @@ class Writer:
 
     def submit(
         self,
-        rows: list[Row],
+        rows: list[Any],
         status: tuple[str, str] | None = None,
         *,
         errors: list[BaseException] | None = None,
@@ -182,17 +178,13 @@ class Writer:
                     ticket.error = alone
 
     def _write(self, batch: list[_Ticket]) -> None:
-        rows: list[Row] = []
-        statuses: list[tuple[str, int, str]] = []
-        now = int(time.time() * 1000)
+        rows: list[Any] = []
+        statuses: list[tuple[str, str]] = []
         for ticket in batch:
             rows += ticket.rows
             if ticket.status is not None:
-                statuses.append((ticket.status[0], now, ticket.status[1]))
-        with self._tx() as db:
-            db.executemany(_INSERT, rows)
-            if statuses:
-                db.executemany(_STATUS, statuses)
+                statuses.append(ticket.status)
+        self._write_fn(rows, statuses)
         self.commits += 1
 
     def _notify(self, batch: list[_Ticket]) -> None:
@@ -210,4 +202,4 @@ class Writer:
                 post(_wake, tickets)
 
 
-__all__ = ["Row", "Writer"]
+__all__ = ["CommitWriter", "Write"]
