@@ -10,11 +10,10 @@ consumer has gone) and `outcome` says so.
 from __future__ import annotations
 
 from types import TracebackType
-from typing import Final, Self, TypeAlias, final
+from typing import Final, Self, final
 
 import anyio
 from anyio.abc import TaskGroup
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from attrs import evolve
 from returns.result import Failure, Result, Success
 
@@ -29,8 +28,6 @@ CONSUMER_LEFT: Final = "the stream's consumer left before the run ended"
 """The abort reason of a run whose `async with` block was left before its end."""
 
 _OK: Result[None, MuleError] = Success(None)
-_GONE = (anyio.BrokenResourceError, anyio.ClosedResourceError, anyio.EndOfStream)
-_Handoff: TypeAlias = tuple[MuleEvent, anyio.Event]
 
 
 class StreamNotEnded(RuntimeError):
@@ -46,17 +43,20 @@ class RunStream:
     """
 
     __slots__ = (
+        "_closed",
         "_controller",
         "_detach",
+        "_ended",
         "_entered",
-        "_events",
-        "_events_out",
         "_held",
         "_input",
         "_result",
         "_signal",
+        "_slot",
+        "_slot_done",
         "_tap",
         "_tg",
+        "_wake",
     )
 
     def __init__(
@@ -70,7 +70,14 @@ class RunStream:
         self._signal = signal
         self._result: Result[MuleRunOutcome, MuleError] | None = None
         self._entered = False
-        self._held: anyio.Event | None = None  # set when the consumer is done with its event
+        # The hand-off, one event at a time (cheaper than a memory stream: one Event and one
+        # task switch each way per event):
+        self._slot: MuleEvent | None = None  # an event the consumer has not taken yet
+        self._slot_done: anyio.Event | None = None  # its listener waits on this
+        self._held: anyio.Event | None = None  # the taken event's: set when the body is done
+        self._wake: anyio.Event | None = None  # the consumer waits on this for an event
+        self._ended = False  # the run returned: no more events
+        self._closed = False  # the consumer left: the listener waits no more
 
     @property
     def outcome(self) -> Result[MuleRunOutcome, MuleError]:
@@ -101,9 +108,6 @@ class RunStream:
             if self._signal is not None
             else (AbortController(), _nothing)
         )
-        self._events_out: MemoryObjectSendStream[_Handoff]
-        self._events: MemoryObjectReceiveStream[_Handoff]
-        self._events_out, self._events = anyio.create_memory_object_stream[_Handoff](0)
         self._tg: TaskGroup = anyio.create_task_group()
         await self._tg.__aenter__()
         self._tg.start_soon(self._drive)
@@ -116,20 +120,28 @@ class RunStream:
             with anyio.CancelScope(shield=True):
                 self._result = await run(self._input, self._controller.signal)
         finally:
-            self._events_out.close()  # the consumer's next receive ends the iteration
+            self._ended = True  # the consumer's next wait ends the iteration
+            self._wake_consumer()
+
+    def _wake_consumer(self) -> None:
+        wake = self._wake
+        if wake is not None:
+            self._wake = None
+            wake.set()
 
     async def _listen(self, event: MuleEvent, signal: AbortSignal) -> Result[None, MuleError]:
         if self._tap is not None:
             tapped = await self._tap(event, signal)
             if isinstance(tapped, Failure):
                 return tapped
-        # A fresh event per hand-off: one the run stopped waiting on (it was aborted) may
-        # still be set by the consumer, harmlessly.
-        done = anyio.Event()
-        try:
-            await self._events_out.send((event, done))
-        except _GONE:
+        if self._closed:
             return _OK  # the consumer left: the run goes on to its end unseen
+        # A fresh Event per hand-off: one the run stopped waiting on (it was aborted) may
+        # still be set by the consumer, harmlessly; its untaken event is replaced.
+        done = anyio.Event()
+        self._slot = event
+        self._slot_done = done
+        self._wake_consumer()
         await done.wait()  # the consumer came back for the next event, or left
         return _OK
 
@@ -139,13 +151,17 @@ class RunStream:
     async def __anext__(self) -> MuleEvent:
         if not self._entered:
             raise StreamNotEnded("iterate a stream inside `async with stream(...) as run`")
-        if self._held is not None:
-            self._held.set()
+        held = self._held
+        if held is not None:
             self._held = None
-        try:
-            event, self._held = await self._events.receive()
-        except _GONE:
-            raise StopAsyncIteration from None
+            held.set()  # the run may go on: the body is done with its event
+        while (event := self._slot) is None:
+            if self._ended or self._closed:
+                raise StopAsyncIteration
+            wake = self._wake = anyio.Event()
+            await wake.wait()
+        self._held = self._slot_done
+        self._slot = self._slot_done = None
         return event
 
     async def __aexit__(
@@ -158,10 +174,11 @@ class RunStream:
             if self._result is None:
                 self._controller.abort(CONSUMER_LEFT)
             # A listener blocked on the consumer returns at once from now on.
-            self._events.close()
-            if self._held is not None:
-                self._held.set()
-                self._held = None
+            self._closed = True
+            for waiting in (self._held, self._slot_done):
+                if waiting is not None:
+                    waiting.set()
+            self._held = self._slot = self._slot_done = None
             # The body's own exception is not the task group's: it propagates unchanged.
             await self._tg.__aexit__(None, None, None)
         finally:
