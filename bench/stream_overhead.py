@@ -11,18 +11,14 @@ zero-buffer stream send and one `anyio.Event` per event).
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from collections.abc import Sequence
-from pathlib import Path
 
 import anyio
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-import mule  # noqa: E402
-from mule.pi import Model, UserMessage  # noqa: E402
-from mule.pi.scripted import ScriptedModel, Text, reply  # noqa: E402
+import mule
+from mule.pi import Model, UserMessage
+from mule.pi.scripted import ScriptedModel, Text, reply
 
 MODEL = Model(id="b", name="bench", api="scripted", provider="bench", base_url="")
 
