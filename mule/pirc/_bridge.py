@@ -35,6 +35,7 @@ from mule.pirc._commands import (
 )
 from mule.pirc._config import BridgeConfig
 from mule.pirc._correlation import PendingCommands
+from mule.pirc._dialogs import Dialogs
 from mule.pirc._events import BridgeEvent, ExtensionUIRequest, JobResult
 from mule.pirc._framing import FrameStats, LineFramer, parse_record
 from mule.pirc._job import (
@@ -92,7 +93,9 @@ class Bridge(JobCommands):
         self._open_jobs: set[Job] = set()  # the current job and any superseded one still settling
         self._queued: dict[str, Job | None] = {}  # queued message id -> the job open when sent
         self._prompt_lock = anyio.Lock()
-        self._ui_timers: dict[str, anyio.CancelScope] = {}
+        self._dialogs = Dialogs(config.ui_timeout, self._count_ui_timeout)
+        self._prompt_jobs: dict[str, Job] = {}  # fresh prompts sent and not yet answered
+        self._stale_prompts: set[str] = set()  # prompts whose caller gave up waiting
         self._stopping = False
         self._exiting = False
         self._exit_reason: str | None = None
@@ -222,8 +225,7 @@ class Bridge(JobCommands):
             reason = self._exit_reason = process.exit_reason()
             log.info("%s", reason)
             self._pending.release_all()
-            for scope in self._ui_timers.values():
-                scope.cancel()
+            self._dialogs.close_all()
             for job in list(self._open_jobs):
                 await self._feed(job, ProcessGone(reason))
             self._subscribers.end_all()
@@ -231,6 +233,9 @@ class Bridge(JobCommands):
             self.process_done.set()
 
     # -- reading -----------------------------------------------------------------------------
+
+    def _count_ui_timeout(self) -> None:
+        self.stats.ui_timeouts += 1
 
     def _count_stderr_line(self, _text: str) -> None:
         self.stats.stderr_lines += 1
@@ -257,11 +262,21 @@ class Bridge(JobCommands):
             return
         if r.id is not None and r.id in self._queued and r.success:
             await self._on_queued(r.id, r.command)
+        if r.id is not None and r.id in self._stale_prompts:
+            # A prompt answered after its caller gave up: its run is nobody's job but its own.
+            self._stale_prompts.discard(r.id)
+            self.stats.unmatched_responses += 1
+            log.warning("pi answered prompt %s after its caller gave up", r.id)
+            if r.success:
+                stale = self._job = self._new_job(fresh=True)
+                await self._feed(stale, Accepted())
+            return
         if not self._pending.answer(r):
             self.stats.unmatched_responses += 1
             return
-        job = self._job
-        if job is not None and r.success and r.id is not None and r.id == job.prompt_id:
+        job = self._prompt_jobs.pop(r.id, None) if r.id is not None else None
+        if job is not None and r.success and not job.done.is_set():
+            self._job = job  # its answer comes just before its run: what follows is its
             await self._feed(job, Accepted())
 
     async def _on_queued(self, cid: str, command: str) -> None:
@@ -295,7 +310,7 @@ class Bridge(JobCommands):
         events = self._mapper.map(record)
         for ev in events:
             if isinstance(ev, ExtensionUIRequest) and ev.expects_answer:
-                self._arm_ui_timer(ev)
+                self._dialogs.opened(ev, self._tg, self._cancel_dialog)
             await self._publish(ev)
         if job is None or job.done.is_set():
             return
@@ -420,8 +435,11 @@ class Bridge(JobCommands):
         cid = cid or new_id()
         with self._pending.expect(type, cid) as pending:
             await self._write({"type": type, "id": cid, **fields})
-            with anyio.move_on_after(limit):
-                await pending.done.wait()
+            if type == "prompt":  # a /command's answer waits for its dialogs
+                await self._dialogs.wait_answer(pending.done, limit)
+            else:
+                with anyio.move_on_after(limit):
+                    await pending.done.wait()
         r = pending.response
         if r is None:
             if pending.done.is_set() or self.process_done.is_set():
@@ -450,35 +468,15 @@ class Bridge(JobCommands):
             raise ValueError("give exactly one of value= or confirmed=")
         answer: dict[str, Any] = {"type": "extension_ui_response", "id": request_id}
         answer.update({"value": value} if value is not None else {"confirmed": confirmed})
-        self._disarm_ui_timer(request_id)
+        self._dialogs.closed(request_id)
         await self._write(answer)
 
     async def cancel_ui(self, request_id: str) -> None:
         """Dismiss a dialog (the extension sees `undefined`, or `false` for confirm)."""
-        self._disarm_ui_timer(request_id)
+        self._dialogs.closed(request_id)
         await self._write({"type": "extension_ui_response", "id": request_id, "cancelled": True})
 
-    def _arm_ui_timer(self, req: ExtensionUIRequest) -> None:
-        limit = self.config.ui_timeout
-        if limit is None or self._tg is None:
-            return
-        scope = anyio.CancelScope()
-        self._ui_timers[req.id] = scope
-        self._tg.start_soon(self._ui_timer, req.id, limit, scope)
-
-    def _disarm_ui_timer(self, request_id: str) -> None:
-        scope = self._ui_timers.pop(request_id, None)
-        if scope is not None:
-            scope.cancel()
-
-    async def _ui_timer(self, request_id: str, limit: float, scope: anyio.CancelScope) -> None:
-        with scope:
-            await anyio.sleep(limit)
-        if scope.cancelled_caught or self._ui_timers.get(request_id) is not scope:
-            return
-        del self._ui_timers[request_id]
-        self.stats.ui_timeouts += 1
-        log.warning("extension UI request %s unanswered after %g s; cancelled", request_id, limit)
+    async def _cancel_dialog(self, request_id: str) -> None:
         with contextlib.suppress(BridgeError):
             await self._write(
                 {"type": "extension_ui_response", "id": request_id, "cancelled": True}

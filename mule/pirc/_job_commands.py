@@ -32,6 +32,8 @@ class JobCommands(SessionCommands):
     _job: Job | None
     _prompt_lock: anyio.Lock
     _queued: dict[str, Job | None]
+    _prompt_jobs: dict[str, Job]
+    _stale_prompts: set[str]
 
     def _new_job(self, fresh: bool = False) -> Job:
         raise NotImplementedError
@@ -76,12 +78,22 @@ class JobCommands(SessionCommands):
                 return await self._send_queued("prompt", fields, open_job, limit) or open_job
             job = self._job = self._new_job()
             pid = job.prompt_id = new_id()
+            self._prompt_jobs[pid] = job
             try:
                 await self._command("prompt", fields, limit, cid=pid)
+            except CommandTimeout:
+                # pi may still answer and run it: that run must never attach to a later job.
+                self._stale_prompts.add(pid)
+                await self._finish(
+                    job, Finish("failed", (), 0, "no answer to prompt"), AbortRequested()
+                )
+                raise
             except BridgeError as exc:
                 error = exc.error if isinstance(exc, CommandFailed) else str(exc)
                 await self._finish(job, Finish("failed", (), 0, error), AbortRequested())
                 raise
+            finally:
+                self._prompt_jobs.pop(pid, None)
             return job
 
     async def _settled_or_open(self, limit: float) -> Job | None:

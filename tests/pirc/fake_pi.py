@@ -8,6 +8,9 @@ The scenario comes from `FAKE_PI_SCENARIO`:
     exit     write to stderr and exit with code 3 after the first command
     hang     never answer and ignore SIGTERM (only SIGKILL ends it)
     ui       `prompt` opens a confirm dialog and reports the answer as an event
+    command  `/dialog` opens a confirm and answers the prompt only once the dialog is answered
+             (like an extension command); `/late` answers after FAKE_PI_LATE s, then runs;
+             any other prompt runs at once, answering `echo:<message>`
     deep     like ok, but the run is preceded by a line nested 100,000 deep and one 300 deep
     deaf     never reads stdin, ignores SIGTERM, and leaves a grandchild in its own session
              holding stdout open (its pid on stderr as `grandchild=PID`): nothing but SIGKILL
@@ -82,6 +85,34 @@ def run(text: str) -> None:
     out({"type": "agent_end", "messages": [user, msg]})
 
 
+def command(cid: Any, message: str) -> None:
+    if message == "/dialog":
+        out({"type": "extension_ui_request", "id": "dlg-c", "method": "confirm", "title": "?"})
+        while True:
+            answer = json.loads(sys.stdin.readline())
+            if answer.get("type") == "extension_ui_response":
+                break
+            out(
+                {
+                    "type": "response",
+                    "id": answer.get("id"),
+                    "command": answer.get("type"),
+                    "success": True,
+                    "data": {"isStreaming": False},
+                }
+            )
+        out({"type": "ui_answer_seen", "answer": answer})
+        out({"type": "response", "id": cid, "command": "prompt", "success": True})
+        return
+    if message == "/late":
+        time.sleep(float(os.environ.get("FAKE_PI_LATE", "1")))
+        out({"type": "response", "id": cid, "command": "prompt", "success": True})
+        run("echo:late")
+        return
+    out({"type": "response", "id": cid, "command": "prompt", "success": True})
+    run("echo:" + message)
+
+
 def deaf() -> None:
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     pid = os.fork()
@@ -129,6 +160,8 @@ def main() -> None:
                     },
                 }
             )
+        elif kind == "prompt" and SCENARIO == "command":
+            command(cid, cmd.get("message", ""))
         elif kind == "prompt":
             out({"type": "response", "id": cid, "command": kind, "success": True})
             if SCENARIO == "faults":
