@@ -8,9 +8,6 @@ is the canonical core, returning `Result[MuleRunOutcome, MuleError]`; `mule.pi` 
 model, wire codec and model streams.
 """
 
-from importlib.metadata import PackageNotFoundError
-from importlib.metadata import version as _version
-
 from mule.effects import (
     MuleCompletedTurn,
     MuleResume,
@@ -60,11 +57,24 @@ from mule.promise._types import (
     MuleToolPrepared,
 )
 
-try:
-    __version__: str = _version("mule")
-    """The installed distribution's version (PEP 440), from its package metadata."""
-except PackageNotFoundError:  # running from a source tree that was never installed
-    __version__ = "0+unknown"
+
+def __getattr__(name: str) -> str:
+    """`mule.__version__`: the installed distribution's version (PEP 440), read on first use.
+
+    importlib.metadata costs about a third of `import mule` (email, zipfile, csv), and a run
+    never needs it.
+    """
+    if name != "__version__":
+        raise AttributeError(f"module 'mule' has no attribute {name!r}")
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        value = version("mule")
+    except PackageNotFoundError:  # running from a source tree that was never installed
+        value = "0+unknown"
+    globals()["__version__"] = value
+    return value
+
 
 __all__ = [
     "PI_CODING_AGENT_RETRY_DEFAULTS",

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final, final
 
 from mule.pi._js_values import is_js_number, js_equal, js_keys, to_double, type_matches
-from mule.pi._schema import FORMATS, Schema, multiple_of
+from mule.pi._schema import Schema, formats, multiple_of
 
 MAX_ERRORS: Final = 8  # TypeBox's `Settings.maxErrors`, a cap per error context.
 _INDEX: Final = re.compile(r"0|[1-9][0-9]{0,9}")  # an array index of a JSON pointer (ASCII only)
@@ -251,7 +251,9 @@ class ErrorWalker:
         for name, fits in (("minLength", len(value).__ge__), ("maxLength", len(value).__le__)):
             if is_js_number(schema.get(name)) and not fits(schema[name]):
                 ok = ctx.add(name, path, {"limit": schema[name]})
-        if isinstance(schema.get("format"), str) and not FORMATS.conforms(value, schema["format"]):
+        if isinstance(schema.get("format"), str) and not formats().conforms(
+            value, schema["format"]
+        ):
             ok = ctx.add("format", path, {"format": schema["format"]})
         if isinstance(schema.get("pattern"), str) and not re.search(schema["pattern"], value):
             ok = ctx.add("pattern", path, {"pattern": schema["pattern"]})

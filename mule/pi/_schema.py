@@ -3,19 +3,23 @@
 Draft 2020-12 plus array-form `items`, `additionalItems`, `dependencies`, TypeBox's tolerant
 `multipleOf`, and a `$ref` that cannot be resolved failing its schema instead of raising (Pi
 compiles union members on their own, away from the root's `$defs`).
+
+`jsonschema` is imported when the first schema is compiled (`pi_validator()`, `formats()`,
+`check_schema`), not with `mule.pi`: a run without tools never pays for it (~85 ms).
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterator, Mapping
-from typing import Any, Final, TypeAlias
-
-from jsonschema import Draft7Validator, Draft202012Validator, FormatChecker, validators
-from jsonschema.exceptions import SchemaError, ValidationError
-from referencing.exceptions import Unresolvable
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from mule.pi._js_values import is_js_number, to_double
+
+if TYPE_CHECKING:
+    from jsonschema import FormatChecker
+    from jsonschema.exceptions import ValidationError
 
 # A schema as Pi sees it: usually a mapping; `true`/`false` are schemas too.
 Schema: TypeAlias = Any
@@ -49,6 +53,8 @@ def _dependencies(
 ) -> Iterator[ValidationError]:
     if not validator.is_type(instance, "object"):
         return
+    from jsonschema.exceptions import ValidationError
+
     for key, dependency in dependencies.items():
         if key not in instance:
             continue
@@ -65,6 +71,9 @@ def _ref(
 ) -> Iterator[ValidationError]:
     # TypeBox treats a `$ref` it cannot resolve as a failing schema, not as a fatal error. That
     # matters for union members, which Pi compiles on their own, away from the root's `$defs`.
+    from jsonschema.exceptions import ValidationError
+    from referencing.exceptions import Unresolvable
+
     try:
         errors = list(validator._validate_reference(ref=ref, instance=instance))
     except (Unresolvable, LookupError, AttributeError, TypeError):  # also a pointer through a list
@@ -88,27 +97,44 @@ def multiple_of(divisor: Any, value: Any) -> bool:
 def _multiple_of_keyword(
     validator: Any, divisor: Any, instance: Any, schema: Mapping[str, Any]
 ) -> Iterator[ValidationError]:
+    from jsonschema.exceptions import ValidationError
+
     if not multiple_of(divisor, instance):
         yield ValidationError(f"{instance!r} is not a multiple of {divisor}")
 
 
-PiValidator: Any = validators.extend(  # type: ignore[no-untyped-call]
-    Draft202012Validator,
-    {
-        "items": _items,
-        "additionalItems": _additional_items,
-        "dependencies": _dependencies,
-        "multipleOf": _multiple_of_keyword,
-        "$ref": _ref,
-    },
-)
-FORMATS: Final = FormatChecker()
+@functools.cache
+def pi_validator() -> Any:
+    """Return the validator class of Pi's dialect (built, and jsonschema imported, on first use)."""
+    from jsonschema import Draft202012Validator, validators
+
+    return validators.extend(  # type: ignore[no-untyped-call]
+        Draft202012Validator,
+        {
+            "items": _items,
+            "additionalItems": _additional_items,
+            "dependencies": _dependencies,
+            "multipleOf": _multiple_of_keyword,
+            "$ref": _ref,
+        },
+    )
+
+
+@functools.cache
+def formats() -> FormatChecker:
+    """Return the format checker every tool schema shares (made on first use)."""
+    from jsonschema import FormatChecker
+
+    return FormatChecker()
 
 
 def check_schema(schema: Schema) -> str | None:
     """Return why `schema` is not a JSON Schema (Draft 2020-12, or Draft 7 for tuples), or None."""
     if not isinstance(schema, Mapping | bool):
         return f"expected a JSON object, got {type(schema).__name__}"
+    from jsonschema import Draft7Validator, Draft202012Validator
+    from jsonschema.exceptions import SchemaError
+
     try:
         Draft202012Validator.check_schema(schema)
     except SchemaError as modern:
@@ -119,4 +145,4 @@ def check_schema(schema: Schema) -> str | None:
     return None
 
 
-__all__ = ["FORMATS", "Schema", "PiValidator", "check_schema", "multiple_of"]
+__all__ = ["Schema", "check_schema", "formats", "multiple_of", "pi_validator"]

@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Mapping
-from typing import Any, Final
-
-from referencing import Registry
-from referencing.jsonschema import DRAFT202012
+from typing import TYPE_CHECKING, Any, Final
 
 from mule.pi._json import nested_deeper_than
+
+if TYPE_CHECKING:
+    from referencing import Registry
 
 MAX_SCHEMA_DEPTH: Final = 64  # JSON nesting of a whole schema document
 MAX_ARGUMENT_DEPTH: Final = 64  # JSON nesting of one call's arguments
@@ -78,6 +78,9 @@ def schema_problem(schema: Any, registry: Registry[Any] | None = None) -> str | 
         return f"nested deeper than {MAX_SCHEMA_DEPTH} levels"
     if not isinstance(schema, Mapping):
         return None
+    from referencing import Registry  # with the first compiled schema, not at import
+    from referencing.jsonschema import DRAFT202012
+
     try:
         root = DRAFT202012.create_resource(schema)
         base = root.id() or ""

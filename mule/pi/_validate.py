@@ -37,10 +37,7 @@ from __future__ import annotations
 import functools
 import json
 import weakref
-from typing import Any, ClassVar, final
-
-from jsonschema.protocols import Validator
-from referencing import Registry
+from typing import TYPE_CHECKING, Any, ClassVar, final
 
 from mule.pi._coerce import Coercer
 from mule.pi._content import ToolCall
@@ -55,10 +52,20 @@ from mule.pi._error_text import (
 from mule.pi._error_walk import MAX_ERRORS, ErrorContext, ErrorWalker
 from mule.pi._js_values import clone_json
 from mule.pi._json import JsonObject, JsonValue, nested_deeper_than
-from mule.pi._schema import FORMATS, PiValidator, Schema, check_schema
+from mule.pi._schema import Schema, check_schema, formats, pi_validator
 from mule.pi._schema_bounds import MAX_ARGUMENT_DEPTH, MAX_SCHEMA_DEPTH, schema_problem
 
-_EMPTY: Registry[Any] = Registry()  # no resources and no retrieval: nothing is ever fetched
+if TYPE_CHECKING:
+    from jsonschema.protocols import Validator
+    from referencing import Registry
+
+
+@functools.cache
+def _empty() -> Registry[Any]:
+    """No resources and no retrieval: nothing is ever fetched (made with the first validator)."""
+    from referencing import Registry
+
+    return Registry()
 
 
 @final
@@ -76,13 +83,13 @@ class ToolValidator:
     ) -> None:
         self.name = name
         self.parameters = parameters
-        self._registry = _EMPTY if registry is None else registry
+        self._registry = _empty() if registry is None else registry
         try:
             problem = schema_problem(parameters, self._registry) or check_schema(parameters)
             if problem is not None:
                 raise ToolSchemaError(name, problem)
-            self._validator = PiValidator(
-                parameters, format_checker=FORMATS, registry=self._registry
+            self._validator = pi_validator()(
+                parameters, format_checker=formats(), registry=self._registry
             )
         except RecursionError:
             raise ToolSchemaError(name, "nested too deeply to compile") from None
@@ -116,8 +123,8 @@ class ToolValidator:
         key = id(member)
         if key not in self._members:
             try:
-                self._members[key] = PiValidator(
-                    member, format_checker=FORMATS, registry=self._registry
+                self._members[key] = pi_validator()(
+                    member, format_checker=formats(), registry=self._registry
                 )
             except Exception:
                 self._members[key] = None
