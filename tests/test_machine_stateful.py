@@ -18,6 +18,7 @@ from hypothesis.stateful import (
     invariant,
     rule,
 )
+from returns.result import Failure
 
 from mule.effects import MuleResume
 from mule.effects._errors import MuleError
@@ -378,7 +379,7 @@ class LoopMachine(RuleBasedStateMachine):
         self.listener_error = error
         self.model.listener_failed()
         self.state, cmds = step(self.state, ListenerFailed(error))
-        assert cmds == (Finish(None, error),), f"after a listener failure: {cmds}"
+        assert cmds == (Finish(Failure(error)),), f"after a listener failure: {cmds}"
         self.projection = list(self.model.log[: len(self.projection)])
         self.perform(cmds)
 

@@ -29,6 +29,7 @@ from mule.pi import (
     AbortError,
     AbortSignal,
     AssistantMessage,
+    DoneEvent,
     JsonObject,
     Model,
     TextContent,
@@ -583,3 +584,40 @@ async def test_function_tool_decodes_the_gates_coerced_arguments() -> None:
     )
     assert got == [16]
     assert out.status == "completed"
+
+
+async def test_an_exception_inside_the_loops_step_ends_the_run_typed_with_one_run_end() -> None:
+    """Whatever raises inside the pure step (here: a usage no sum can add) fails the run typed.
+
+    A hand-written stream may push anything; the step must not let an exception out of the run
+    (a raw ExceptionGroup with no run_end, before): `MuleRunFailed(control)`, one run_end.
+    """
+    events: list[MuleEvent] = []
+
+    def stream(model: Model, context: Any, options: Any) -> Any:
+        async def events_of() -> AsyncIterator[object]:
+            broken = AssistantMessage(
+                content=(TextContent("hi"),),
+                api=MODEL.api,
+                provider=MODEL.provider,
+                model=MODEL.id,
+                usage=None,  # type: ignore[arg-type]  # what an untyped stream can push
+                stop_reason="stop",
+                timestamp=1,
+            )
+            yield DoneEvent(reason="stop", message=broken)
+
+        return events_of()
+
+    inp = MuleRunInput(
+        model=MODEL, system_prompt="sys", messages=(UserMessage("hi", 1),), stream=stream
+    )
+    with pytest.raises(MuleRunFailed) as caught:
+        await mule.run(inp, lambda e, s: events.append(e))
+    assert caught.value.phase == "control"
+    assert "DoneEvent" in caught.value.error.message
+    assert isinstance(caught.value.cause, AttributeError)
+    ends = [e for e in events if e.type == "run_end"]
+    assert len(ends) == 1
+    assert ends[0].outcome == "failed"
+    assert events[-1] is ends[0]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import assert_never
+
 from attrs import evolve
 
 from mule.effects._errors import MuleError
@@ -15,14 +17,13 @@ from mule.effects._events import (
 from mule.effects._identity import MuleIdentity
 from mule.effects._protocol import (
     CloseTool,
-    Fact,
     PrepareTool,
     PullTool,
     StartTools,
     ToolExhausted,
+    ToolFact,
     ToolPartArrived,
     ToolPrepared,
-    WorkFailed,
 )
 from mule.effects._state import (
     Batch,
@@ -204,61 +205,59 @@ def _settle(t: _Txn, batch: Batch, i: int, result: MuleToolResult) -> Batch:
     return evolve(batch, results=tuple(results))
 
 
-def _on_tools(t: _Txn, batch: Batch, fact: Fact) -> None:
-    kind = type(fact)
+def _on_tools(t: _Txn, batch: Batch, fact: ToolFact) -> None:
     sequential = batch.sequential
-    if isinstance(fact, ToolPrepared):
-        t.clock = max(t.clock, fact.now_ms)
-        i = fact.index
-        prep = fact.preparation
-        if isinstance(prep, MulePreparedCall):
-            if sequential:
-                t.phase = RunningTools(evolve(batch, running=1))
-                t.cmds.append(StartTools((i,)))
+    match fact:
+        case ToolPrepared():
+            t.clock = max(t.clock, fact.now_ms)
+            i = fact.index
+            prep = fact.preparation
+            if isinstance(prep, MulePreparedCall):
+                if sequential:
+                    t.phase = RunningTools(evolve(batch, running=1))
+                    t.cmds.append(StartTools((i,)))
+                    return
+                batch = evolve(batch, prepared=(*batch.prepared, i), cursor=batch.cursor + 1)
+            else:
+                result = _error_result(prep.message, prep.terminate)
+                batch = _settle(t, batch, i, result)
+                if sequential:
+                    batch = _emit_result_message(t, batch, i)
+                batch = evolve(batch, cursor=batch.cursor + 1)
+            _advance(t, batch)
+        case ToolPartArrived():
+            t.clock = max(t.clock, fact.now_ms)
+            i = fact.index
+            part = fact.part
+            if part.type == "update":
+                t.cmds.append(
+                    ToolExecutionUpdate(
+                        run=t.cfg.run,
+                        turn=t.current_turn(),
+                        tool_call=batch.ids[i],
+                        call=batch.calls[i],
+                        result=part.result,
+                    )
+                )
+                t.cmds.append(PullTool(i))
+                t.phase = RunningTools(batch)
                 return
-            batch = evolve(batch, prepared=(*batch.prepared, i), cursor=batch.cursor + 1)
-        else:
-            result = _error_result(prep.message, prep.terminate)
-            batch = _settle(t, batch, i, result)
+            batch = _settle(t, batch, i, part.result)
+            t.cmds.append(CloseTool(i))
+            batch = evolve(batch, running=batch.running - 1)
             if sequential:
                 batch = _emit_result_message(t, batch, i)
-            batch = evolve(batch, cursor=batch.cursor + 1)
-        _advance(t, batch)
-    elif isinstance(fact, ToolPartArrived):
-        t.clock = max(t.clock, fact.now_ms)
-        i = fact.index
-        part = fact.part
-        if part.type == "update":
-            t.cmds.append(
-                ToolExecutionUpdate(
-                    run=t.cfg.run,
-                    turn=t.current_turn(),
-                    tool_call=batch.ids[i],
-                    call=batch.calls[i],
-                    result=part.result,
-                )
-            )
-            t.cmds.append(PullTool(i))
-            t.phase = RunningTools(batch)
-            return
-        batch = _settle(t, batch, i, part.result)
-        t.cmds.append(CloseTool(i))
-        batch = evolve(batch, running=batch.running - 1)
-        if sequential:
-            batch = _emit_result_message(t, batch, i)
-            batch = evolve(batch, cursor=batch.cursor + 1)
-            _advance(t, batch)
-        elif batch.running == 0:
-            _result_phase(t, batch)
-        else:
-            t.phase = RunningTools(batch)
-    elif isinstance(fact, ToolExhausted):
-        name = batch.calls[fact.index].name
-        _fail(t, MuleError("tool", f"tool {name} finished without a result part"))
-    elif isinstance(fact, WorkFailed):
-        _fail(t, fact.error)
-    else:
-        raise AssertionError(f"fact {kind.__name__} is not expected while tools run")
+                batch = evolve(batch, cursor=batch.cursor + 1)
+                _advance(t, batch)
+            elif batch.running == 0:
+                _result_phase(t, batch)
+            else:
+                t.phase = RunningTools(batch)
+        case ToolExhausted():
+            name = batch.calls[fact.index].name
+            _fail(t, MuleError("tool", f"tool {name} finished without a result part"))
+        case _:
+            assert_never(fact)
 
 
 def _emit_result_message(t: _Txn, batch: Batch, i: int) -> Batch:

@@ -13,7 +13,7 @@ import inspect
 import math
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any, cast
+from typing import Any, assert_never, cast
 
 import anyio
 from anyio.abc import TaskGroup
@@ -35,7 +35,6 @@ from mule.effects._protocol import (
     CancelRequested,
     CloseModel,
     CloseTool,
-    Command,
     Fact,
     Finish,
     KeyResolved,
@@ -57,6 +56,7 @@ from mule.effects._protocol import (
     ToolPartArrived,
     ToolPrepared,
     WorkFailed,
+    WorldCommand,
 )
 from mule.effects._settings import MuleStreamFunction
 from mule.effects._state import RunConfig, RunState
@@ -190,7 +190,7 @@ class Interpreter:
                 elif kind is Finish:
                     return cmd  # type: ignore[return-value]
                 else:
-                    fact = await self._perform(cmd)
+                    fact = await self._perform(cmd)  # type: ignore[arg-type]  # the rest
             if fact is None:
                 fact = await self.inbox.receive()
             if (signal.fired or (timed and signal.aborted)) and not self.ended:
@@ -215,7 +215,8 @@ class Interpreter:
         """Feed the cancellation to the machine and emit its `run_end` (nothing else)."""
         assert self.state is not None
         if self.ended:  # aborted while `run_end` was out: the run already has its verdict
-            return self.final or Finish(None, None)
+            assert self.final is not None  # `run_end` always comes with its Finish
+            return self.final
         self.state, commands = step(self.state, CancelRequested(reason, now_ms()))
         for cmd in commands:
             if type(cmd) in _EVENTS:
@@ -225,7 +226,7 @@ class Interpreter:
                     except Exception as exc:
                         res = Failure(error_from("listener", "the listener raised", exc))
                     if isinstance(res, Failure):
-                        return Finish(None, res.failure())
+                        return Finish(Failure(res.failure()))
             elif isinstance(cmd, Finish):
                 return cmd
         raise AssertionError("a cancelled run did not finish")
@@ -303,61 +304,65 @@ class Interpreter:
 
     # -- everything else --------------------------------------------------------------------
 
-    async def _perform(self, cmd: Command) -> Fact | None:
-        kind = type(cmd)
+    async def _perform(self, cmd: WorldCommand) -> Fact | None:
         ports = self.ports
         signal = self.signal
-        if kind is CallModel:
-            return await self._open_model(cast(CallModel, cmd))
-        if kind is CloseModel:
-            await self._close_model()
-            return None
-        if kind is PrepareTool:
-            return await self._prepare(cast(PrepareTool, cmd))
-        if kind is StartTools:
-            for i in cast(StartTools, cmd).indices:
-                self._start_tool(i)
-            return None
-        if kind is PullTool:
-            await self.tools[cast(PullTool, cmd).index].orders.send(_PULL)
-            return None
-        if kind is CloseTool:
-            # The executor closes itself after its result part (the first result is final);
-            # the tool is over only once it has (sequential tools never overlap).
-            run = self.tools.pop(cast(CloseTool, cmd).index)
-            run.orders.close()
-            await run.done.wait()
-            return None
-        if kind is ResolveKey:
-            assert ports.resolve_key is not None
-            provider = cast(ResolveKey, cmd).provider
-            key = await _call("model", "resolve_api_key", ports.resolve_key, provider, signal)
-            return key if isinstance(key, WorkFailed) else KeyResolved(cast(str | None, key))
-        if kind is AskSteering or kind is AskFollowUp:
-            hook = ports.steering if kind is AskSteering else ports.follow_up
-            assert hook is not None
-            name = "get_steering_messages" if kind is AskSteering else "get_follow_up_messages"
-            got = await _call("control", name, hook, signal)
-            return got if isinstance(got, WorkFailed) else MessagesAnswered(tuple(got))
-        if kind is AskStop:
-            assert ports.should_stop is not None
-            turn = cast(AskStop, cmd).turn
-            got = await _call("control", "should_stop_after_turn", ports.should_stop, turn, signal)
-            return got if isinstance(got, WorkFailed) else StopAnswered(bool(got))
-        if kind is AskRetryAfter:
-            assert self.retry_after_ms is not None
-            ms: object
-            try:
-                ms = self.retry_after_ms(cast(AskRetryAfter, cmd).message)
-            except Exception as exc:
-                return _failed("control", "retry_after_ms raised", exc)
-            if ms is not None and (type(ms) is bool or not isinstance(ms, int | float)):
-                return WorkFailed(MuleError("control", f"retry_after_ms returned {ms!r}", ms))
-            return RetryAfterAnswered(None if ms is None else float(ms))
-        if kind is Sleep:
-            await anyio.sleep(cast(Sleep, cmd).ms / 1000)
-            return Slept()
-        raise AssertionError(f"unknown command {cmd!r}")
+        match cmd:
+            case CallModel():
+                return await self._open_model(cmd)
+            case CloseModel():
+                await self._close_model()
+                return None
+            case PrepareTool():
+                return await self._prepare(cmd)
+            case StartTools():
+                for i in cmd.indices:
+                    self._start_tool(i)
+                return None
+            case PullTool():
+                await self.tools[cmd.index].orders.send(_PULL)
+                return None
+            case CloseTool():
+                # The executor closes itself after its result part (the first result is final);
+                # the tool is over only once it has (sequential tools never overlap).
+                run = self.tools.pop(cmd.index)
+                run.orders.close()
+                await run.done.wait()
+                return None
+            case ResolveKey():
+                assert ports.resolve_key is not None
+                key = await _call(
+                    "model", "resolve_api_key", ports.resolve_key, cmd.provider, signal
+                )
+                return key if isinstance(key, WorkFailed) else KeyResolved(cast(str | None, key))
+            case AskSteering() | AskFollowUp():
+                steering = isinstance(cmd, AskSteering)
+                hook = ports.steering if steering else ports.follow_up
+                assert hook is not None
+                name = "get_steering_messages" if steering else "get_follow_up_messages"
+                got = await _call("control", name, hook, signal)
+                return got if isinstance(got, WorkFailed) else MessagesAnswered(tuple(got))
+            case AskStop():
+                assert ports.should_stop is not None
+                got = await _call(
+                    "control", "should_stop_after_turn", ports.should_stop, cmd.turn, signal
+                )
+                return got if isinstance(got, WorkFailed) else StopAnswered(bool(got))
+            case AskRetryAfter():
+                assert self.retry_after_ms is not None
+                ms: object
+                try:
+                    ms = self.retry_after_ms(cmd.message)
+                except Exception as exc:
+                    return _failed("control", "retry_after_ms raised", exc)
+                if ms is not None and (type(ms) is bool or not isinstance(ms, int | float)):
+                    return WorkFailed(MuleError("control", f"retry_after_ms returned {ms!r}", ms))
+                return RetryAfterAnswered(None if ms is None else float(ms))
+            case Sleep():
+                await anyio.sleep(cmd.ms / 1000)
+                return Slept()
+            case _:
+                assert_never(cmd)
 
     async def _prepare(self, cmd: PrepareTool) -> Fact:
         prepare = self.ports.prepare_tool

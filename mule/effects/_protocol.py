@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TypeAlias, final
 
 from attrs import frozen
+from returns.result import Failure, Result, Success
 
 from mule.effects._errors import MuleError
 from mule.effects._events import MuleEvent
@@ -138,16 +139,17 @@ class ListenerFailed:
     error: MuleError
 
 
+StreamFact: TypeAlias = StreamOpened | AssistantMessageEvent | StreamExhausted | StreamIdled
+"""What a model attempt reports while the run is `Streaming`."""
+
+ToolFact: TypeAlias = ToolPrepared | ToolPartArrived | ToolExhausted
+"""What a tool batch reports while the run is `RunningTools`."""
+
 Fact: TypeAlias = (
     Began
     | KeyResolved
-    | StreamOpened
-    | AssistantMessageEvent
-    | StreamExhausted
-    | StreamIdled
-    | ToolPrepared
-    | ToolPartArrived
-    | ToolExhausted
+    | StreamFact
+    | ToolFact
     | MessagesAnswered
     | StopAnswered
     | RetryAfterAnswered
@@ -268,20 +270,27 @@ class Sleep:
 @final
 @frozen
 class Finish:
-    """The run is over: a completed or cancelled outcome, or a typed failure."""
+    """The run is over: its one verdict, a completed or cancelled outcome or a typed failure."""
 
-    outcome: MuleRunOutcome | None
-    error: MuleError | None = None
+    result: Result[MuleRunOutcome, MuleError]
+
+    @property
+    def outcome(self) -> MuleRunOutcome | None:
+        """The outcome of a completed or cancelled run, else None."""
+        return self.result.unwrap() if isinstance(self.result, Success) else None
+
+    @property
+    def error(self) -> MuleError | None:
+        """The failure of a failed run, else None."""
+        return self.result.failure() if isinstance(self.result, Failure) else None
 
 
 ASK_STEERING = AskSteering()
 ASK_FOLLOW_UP = AskFollowUp()
 
-Command: TypeAlias = (
-    MuleEvent
-    | ResolveKey
+WorldCommand: TypeAlias = (
+    ResolveKey
     | CallModel
-    | PullModel
     | CloseModel
     | PrepareTool
     | StartTools
@@ -292,8 +301,10 @@ Command: TypeAlias = (
     | AskStop
     | AskRetryAfter
     | Sleep
-    | Finish
 )
+"""The commands the interpreter performs on the world (events, pulls and `Finish` aside)."""
+
+Command: TypeAlias = MuleEvent | PullModel | Finish | WorldCommand
 
 __all__ = [
     "ASK_FOLLOW_UP",
@@ -325,10 +336,13 @@ __all__ = [
     "StartTools",
     "StopAnswered",
     "StreamExhausted",
+    "StreamFact",
     "StreamIdled",
     "StreamOpened",
     "ToolExhausted",
+    "ToolFact",
     "ToolPartArrived",
     "ToolPrepared",
     "WorkFailed",
+    "WorldCommand",
 ]

@@ -107,10 +107,7 @@ async def run(
         detach()
         if interp is not None:
             interp.close()
-    if done.error is not None:
-        return Failure(done.error)
-    assert done.outcome is not None
-    return Success(done.outcome)
+    return done.result
 
 
 def run_future(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import assert_never
+
 from attrs import evolve
 
 from mule.effects._batch import _start_batch
@@ -16,12 +18,11 @@ from mule.effects._protocol import (
     CLOSE_MODEL,
     PULL_MODEL,
     AskRetryAfter,
-    Fact,
     Sleep,
     StreamExhausted,
+    StreamFact,
     StreamIdled,
     StreamOpened,
-    WorkFailed,
 )
 from mule.effects._state import (
     AwaitingRetryAfter,
@@ -31,68 +32,88 @@ from mule.effects._state import (
 from mule.effects._turns import _end_turn
 from mule.effects._txn import _fail, _Txn
 from mule.pi._content import ToolCall
-from mule.pi._events import BLOCK_EVENT_TYPES, DoneEvent, ErrorEvent, StartEvent
+from mule.pi._events import (
+    DoneEvent,
+    ErrorEvent,
+    StartEvent,
+    TextDeltaEvent,
+    TextEndEvent,
+    TextStartEvent,
+    ThinkingDeltaEvent,
+    ThinkingEndEvent,
+    ThinkingStartEvent,
+    ToolCallDeltaEvent,
+    ToolCallEndEvent,
+    ToolCallStartEvent,
+)
 from mule.pi._messages import ZERO_USAGE, AssistantMessage
 from mule.pi._retry import is_retryable_assistant_error, retry_delay_ms
 
-_BLOCK_EVENTS = BLOCK_EVENT_TYPES
 
-
-def _on_stream(t: _Txn, phase: Streaming, fact: Fact) -> None:
+def _on_stream(t: _Txn, phase: Streaming, fact: StreamFact) -> None:
     run, turn, mid = t.cfg.run, phase.turn, phase.message
-    kind = type(fact)
-    if kind is StreamOpened:
-        t.phase = evolve(phase, opened=True)
-        t.cmds.append(PULL_MODEL)
-    elif isinstance(fact, StartEvent):
-        if not phase.started:
-            t.phase = evolve(phase, started=True)
-            value = fact.partial
-            t.cmds.append(MessageStart(run=run, turn=turn, message=mid, value=value))
-        t.cmds.append(PULL_MODEL)
-    elif kind in _BLOCK_EVENTS:
-        t.cmds.append(PULL_MODEL)  # a block event before `start` is ignored, as in Pi
-    elif isinstance(fact, DoneEvent | ErrorEvent):
-        final = fact.message if isinstance(fact, DoneEvent) else fact.error
-        given: object = final  # a hand-written stream may push anything
-        if type(given) is not AssistantMessage:
+    match fact:
+        case StreamOpened():
+            t.cmds.append(PULL_MODEL)
+        case StartEvent():
+            if not phase.started:
+                t.phase = evolve(phase, started=True)
+                value = fact.partial
+                t.cmds.append(MessageStart(run=run, turn=turn, message=mid, value=value))
+            t.cmds.append(PULL_MODEL)
+        case (
+            TextStartEvent()
+            | TextDeltaEvent()
+            | TextEndEvent()
+            | ThinkingStartEvent()
+            | ThinkingDeltaEvent()
+            | ThinkingEndEvent()
+            | ToolCallStartEvent()
+            | ToolCallDeltaEvent()
+            | ToolCallEndEvent()
+        ):
+            t.cmds.append(PULL_MODEL)  # a block event before `start` is ignored, as in Pi
+        case DoneEvent() | ErrorEvent():
+            final = fact.message if isinstance(fact, DoneEvent) else fact.error
+            given: object = final  # a hand-written stream may push anything
+            if type(given) is not AssistantMessage:
+                t.cmds.append(CLOSE_MODEL)
+                _fail(
+                    t,
+                    MuleError(
+                        "model",
+                        "model stream ended with a terminal that is not an assistant message",
+                        final,
+                    ),
+                )
+                return
+            _attempt_settled(t, phase, final)
+        case StreamIdled():
+            t.clock = max(t.clock, fact.now_ms)
+            text = (
+                f"Model stream idle timeout: no provider event for {_ms(t.cfg.idle_timeout_ms)} ms"
+            )
+            last = fact.last
+            if last is None:
+                m = t.cfg.model
+                final = AssistantMessage(
+                    content=(),
+                    api=m.api,
+                    provider=m.provider,
+                    model=m.id,
+                    usage=ZERO_USAGE,
+                    stop_reason="error",
+                    timestamp=t.clock,
+                    error_message=text,
+                )
+            else:
+                final = evolve(last, stop_reason="error", error_message=text, timestamp=t.clock)
+            _attempt_settled(t, phase, final)
+        case StreamExhausted():
             t.cmds.append(CLOSE_MODEL)
-            _fail(
-                t,
-                MuleError(
-                    "model",
-                    "model stream ended with a terminal that is not an assistant message",
-                    final,
-                ),
-            )
-            return
-        _attempt_settled(t, phase, final)
-    elif isinstance(fact, StreamIdled):
-        t.clock = max(t.clock, fact.now_ms)
-        text = f"Model stream idle timeout: no provider event for {_ms(t.cfg.idle_timeout_ms)} ms"
-        last = fact.last
-        if last is None:
-            m = t.cfg.model
-            final = AssistantMessage(
-                content=(),
-                api=m.api,
-                provider=m.provider,
-                model=m.id,
-                usage=ZERO_USAGE,
-                stop_reason="error",
-                timestamp=t.clock,
-                error_message=text,
-            )
-        else:
-            final = evolve(last, stop_reason="error", error_message=text, timestamp=t.clock)
-        _attempt_settled(t, phase, final)
-    elif kind is StreamExhausted:
-        t.cmds.append(CLOSE_MODEL)
-        _fail(t, MuleError("model", "model stream ended without a done or error event"))
-    elif isinstance(fact, WorkFailed):
-        _fail(t, fact.error)
-    else:
-        raise AssertionError(f"fact {kind.__name__} is not expected while streaming")
+            _fail(t, MuleError("model", "model stream ended without a done or error event"))
+        case _:
+            assert_never(fact)
 
 
 def _ms(value: float | None) -> str:

@@ -3,19 +3,26 @@
 No clock, randomness or I/O: time arrives inside facts, identity values come from a counter
 in the state, and every effect is a command for the interpreter. Commands from one step are
 in order; at most the last one asks the world for an answer, so the interpreter can feed
-answers back in sequence.
+answers back in sequence. The phases and the facts each one waits for are drawn in
+`mule.effects._state`; `expects(phase)` states them as code.
+
+`step` is total: whatever is raised inside it (a tool's schema gate on hostile arguments,
+say) ends the run as a typed `MuleError(control)` with its one `run_end(failed)`.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import TypeVar, assert_never
+
+from attrs import evolve
+from returns.result import Failure
 
 from mule.effects._batch import _begin_resume, _on_tools
-from mule.effects._events import (
-    MessageUpdate,
-    RunStart,
-)
+from mule.effects._errors import MuleError, describe
+from mule.effects._events import MessageUpdate, RunEnd, RunStart
+from mule.effects._identity import MuleIdentity
 from mule.effects._protocol import (
     ASK_STEERING,
     PULL_MODEL,
@@ -31,6 +38,12 @@ from mule.effects._protocol import (
     Sleep,
     Slept,
     StopAnswered,
+    StreamExhausted,
+    StreamIdled,
+    StreamOpened,
+    ToolExhausted,
+    ToolPartArrived,
+    ToolPrepared,
     WorkFailed,
 )
 from mule.effects._state import (
@@ -39,6 +52,7 @@ from mule.effects._state import (
     BackingOff,
     NotStarted,
     Over,
+    Phase,
     Polling,
     ResolvingKey,
     RunConfig,
@@ -49,10 +63,25 @@ from mule.effects._state import (
 from mule.effects._streaming import _on_stream
 from mule.effects._turns import _after_stop, _attempt, _call_model, _on_poll, _open_turn, _turn_body
 from mule.effects._txn import _cancel, _complete, _fail, _Txn
-from mule.pi._events import BLOCK_EVENT_TYPES
+from mule.pi._events import (
+    BLOCK_EVENT_TYPES,
+    DoneEvent,
+    ErrorEvent,
+    StartEvent,
+    TextDeltaEvent,
+    TextEndEvent,
+    TextStartEvent,
+    ThinkingDeltaEvent,
+    ThinkingEndEvent,
+    ThinkingStartEvent,
+    ToolCallDeltaEvent,
+    ToolCallEndEvent,
+    ToolCallStartEvent,
+)
 from mule.pi._messages import Message
 
 _BLOCK_EVENTS = BLOCK_EVENT_TYPES
+P = TypeVar("P")
 
 
 def initial_state(cfg: RunConfig, messages: Sequence[Message]) -> RunState:
@@ -60,64 +89,151 @@ def initial_state(cfg: RunConfig, messages: Sequence[Message]) -> RunState:
     return RunState(cfg=cfg, phase=NotStarted(), context=tuple(messages))
 
 
+def expects(phase: Phase) -> tuple[type[Fact], ...]:
+    """Return the facts `phase` waits for, besides cancellation and failures (any time)."""
+    match phase:
+        case NotStarted():
+            return (Began,)
+        case Polling():
+            return (MessagesAnswered,)
+        case ResolvingKey():
+            return (KeyResolved,)
+        case Streaming():
+            return (StreamOpened, StreamExhausted, StreamIdled, *EVENT_FACTS)
+        case RunningTools():
+            return (ToolPrepared, ToolPartArrived, ToolExhausted)
+        case AwaitingStop():
+            return (StopAnswered,)
+        case AwaitingRetryAfter():
+            return (RetryAfterAnswered,)
+        case BackingOff():
+            return (Slept,)
+        case Over():
+            return ()
+        case _:
+            assert_never(phase)
+
+
+EVENT_FACTS: tuple[type[Fact], ...] = (StartEvent, DoneEvent, ErrorEvent, *BLOCK_EVENT_TYPES)
+
+
 def step(state: RunState, fact: Fact) -> tuple[RunState, tuple[Command, ...]]:
-    """Advance a run by one fact."""
-    phase = state.phase
-    fact_type = type(fact)
-    # The hot path: a streamed block event only becomes a message_update.
-    if fact_type in _BLOCK_EVENTS and type(phase) is Streaming and phase.started:
-        update = MessageUpdate(
-            state.cfg.run,
-            phase.turn,
-            phase.message,
-            fact._partial,  # type: ignore[union-attr]  # the lazy snapshot, not materialised
-            fact,  # type: ignore[arg-type]
-        )
-        return state, (update, PULL_MODEL)
-    if type(phase) is Over:
-        if isinstance(fact, ListenerFailed):
-            # Only `run_end` precedes the Finish of its step: its listener failed, so the run
-            # fails with that error instead (the interpreter drops the pending Finish).
-            return state, (Finish(None, fact.error),)
-        if not isinstance(fact, CancelRequested):
-            return state, ()
-        # Decided but not delivered: an abort noticed before `run_end` went out still wins.
-    t = _Txn(state)
+    """Advance a run by one fact; never raises (a failure inside ends the run typed)."""
+    try:
+        phase = state.phase
+        # The hot path: a streamed block event only becomes a message_update.
+        if type(fact) in _BLOCK_EVENTS and type(phase) is Streaming and phase.started:
+            update = MessageUpdate(
+                state.cfg.run,
+                phase.turn,
+                phase.message,
+                fact.partial_source,  # type: ignore[union-attr]  # the lazy snapshot, as it is
+                fact,  # type: ignore[arg-type]
+            )
+            return state, (update, PULL_MODEL)
+        if type(phase) is Over:
+            return _after_over(state, fact)
+        t = _Txn(state)
+        _dispatch(t, phase, fact)
+        return t.commit()
+    except Exception as exc:
+        return _crashed(state, fact, exc)
+
+
+def _after_over(state: RunState, fact: Fact) -> tuple[RunState, tuple[Command, ...]]:
+    if isinstance(fact, ListenerFailed):
+        # Only `run_end` precedes the Finish of its step: its listener failed, so the run
+        # fails with that error instead (the interpreter drops the pending Finish).
+        return state, (Finish(Failure(fact.error)),)
     if isinstance(fact, CancelRequested):
+        # Decided but not delivered: an abort noticed before `run_end` went out still wins.
+        t = _Txn(state)
         _cancel(t, fact)
-    elif isinstance(fact, ListenerFailed):
-        t.phase = Over()
-        t.cmds.append(Finish(None, fact.error))
-    elif isinstance(fact, Began):
-        t.clock = max(t.clock, fact.now_ms)
-        _begin(t)
-    elif type(phase) is Streaming:
-        _on_stream(t, phase, fact)
-    elif type(phase) is RunningTools:
-        _on_tools(t, phase.batch, fact)
-    elif isinstance(fact, WorkFailed):
-        _fail(t, fact.error)
-    elif isinstance(phase, ResolvingKey) and isinstance(fact, KeyResolved):
-        _call_model(t, phase.attempt, fact.key)
-    elif isinstance(phase, Polling) and isinstance(fact, MessagesAnswered):
-        _on_poll(t, phase, fact.messages)
-    elif isinstance(phase, AwaitingStop) and isinstance(fact, StopAnswered):
-        if fact.stop:
-            _complete(t)
-        else:
-            _after_stop(t, phase.more)
-    elif isinstance(phase, AwaitingRetryAfter) and isinstance(fact, RetryAfterAnswered):
-        ms = fact.ms
-        delay = phase.backoff_ms
-        if ms is not None and math.isfinite(ms) and ms >= 0:
-            delay = max(delay, ms)
-        t.phase = BackingOff(phase.attempt)
-        t.cmds.append(Sleep(delay))
-    elif type(phase) is BackingOff and fact_type is Slept:
-        _attempt(t, phase.attempt + 1)
-    else:
-        raise AssertionError(f"fact {fact_type.__name__} is not expected in {phase!r}")
-    return t.commit()
+        return t.commit()
+    return state, ()
+
+
+def _dispatch(t: _Txn, phase: Phase, fact: Fact) -> None:
+    match fact:
+        case CancelRequested():
+            _cancel(t, fact)
+        case ListenerFailed():
+            t.phase = Over()
+            t.cmds.append(Finish(Failure(fact.error)))
+        case WorkFailed():
+            _fail(t, fact.error)
+        case Began():
+            _expect(phase, NotStarted, fact)
+            t.clock = max(t.clock, fact.now_ms)
+            _begin(t)
+        case KeyResolved():
+            _call_model(t, _expect(phase, ResolvingKey, fact).attempt, fact.key)
+        case MessagesAnswered():
+            _on_poll(t, _expect(phase, Polling, fact), fact.messages)
+        case StopAnswered():
+            waiting = _expect(phase, AwaitingStop, fact)
+            if fact.stop:
+                _complete(t)
+            else:
+                _after_stop(t, waiting.more)
+        case RetryAfterAnswered():
+            failed = _expect(phase, AwaitingRetryAfter, fact)
+            ms = fact.ms
+            delay = failed.backoff_ms
+            if ms is not None and math.isfinite(ms) and ms >= 0:
+                delay = max(delay, ms)
+            t.phase = BackingOff(failed.attempt)
+            t.cmds.append(Sleep(delay))
+        case Slept():
+            _attempt(t, _expect(phase, BackingOff, fact).attempt + 1)
+        case (
+            StreamOpened()
+            | StreamExhausted()
+            | StreamIdled()
+            | StartEvent()
+            | TextStartEvent()
+            | TextDeltaEvent()
+            | TextEndEvent()
+            | ThinkingStartEvent()
+            | ThinkingDeltaEvent()
+            | ThinkingEndEvent()
+            | ToolCallStartEvent()
+            | ToolCallDeltaEvent()
+            | ToolCallEndEvent()
+            | DoneEvent()
+            | ErrorEvent()
+        ):
+            _on_stream(t, _expect(phase, Streaming, fact), fact)
+        case ToolPrepared() | ToolPartArrived() | ToolExhausted():
+            _on_tools(t, _expect(phase, RunningTools, fact).batch, fact)
+        case _:
+            assert_never(fact)
+
+
+def _expect(phase: Phase, kind: type[P], fact: Fact) -> P:
+    if isinstance(phase, kind):
+        return phase
+    raise AssertionError(f"fact {type(fact).__name__} is not expected in {phase!r}")
+
+
+def _crashed(state: RunState, fact: Fact, exc: Exception) -> tuple[RunState, tuple[Command, ...]]:
+    """End the run for an exception raised inside `step`: one `run_end(failed)`, then Finish.
+
+    Built directly from the state before the failed step (its half-made commands are dropped),
+    with nothing that could raise again.
+    """
+    if type(state.phase) is Over:
+        return state, ()
+    error = MuleError(
+        "control", f"the run's loop failed on {type(fact).__name__}: {describe(exc)}", exc
+    )
+    run = state.cfg.run
+    n = state.next_id
+    terminal = MuleIdentity("terminal", f"terminal:{n}", run)
+    return (
+        evolve(state, phase=Over(), next_id=n + 1),
+        (RunEnd(run=run, terminal=terminal, outcome="failed"), Finish(Failure(error))),
+    )
 
 
 def _begin(t: _Txn) -> None:
@@ -134,4 +250,4 @@ def _begin(t: _Txn) -> None:
         _turn_body(t, ())
 
 
-__all__ = ["initial_state", "step"]
+__all__ = ["EVENT_FACTS", "expects", "initial_state", "step"]

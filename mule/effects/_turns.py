@@ -123,5 +123,5 @@ def _call_model(t: _Txn, attempt: int, key: str | None) -> None:
     if key:
         options = evolve(options, api_key=key)
     context = Context(messages=t.context, system_prompt=cfg.system_prompt, tools=cfg.descriptors)
-    t.phase = Streaming(attempt, turn, t.ident("message", turn), opened=False, started=False)
+    t.phase = Streaming(attempt, turn, t.ident("message", turn), started=False)
     t.cmds.append(CallModel(context, options))

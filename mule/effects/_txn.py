@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from returns.result import Failure, Result, Success
+
 from mule.effects._errors import MuleError
 from mule.effects._events import (
     RunEnd,
@@ -98,9 +100,9 @@ class _Txn:
         )
 
 
-def _finish(t: _Txn, outcome: MuleRunOutcome | None, error: MuleError | None) -> None:
+def _finish(t: _Txn, result: Result[MuleRunOutcome, MuleError]) -> None:
     t.phase = Over()
-    t.cmds.append(Finish(outcome, error))
+    t.cmds.append(Finish(result))
 
 
 def _terminal(t: _Txn, status: RunStatus) -> MuleIdentity:
@@ -123,12 +125,12 @@ def _complete(t: _Txn) -> None:
         usage=t.usage,
         limit=t.limit,
     )
-    _finish(t, outcome, None)
+    _finish(t, Success(outcome))
 
 
 def _fail(t: _Txn, error: MuleError) -> None:
     _terminal(t, "failed")
-    _finish(t, None, error)
+    _finish(t, Failure(error))
 
 
 def _cancel(t: _Txn, fact: CancelRequested) -> None:
@@ -143,7 +145,7 @@ def _cancel(t: _Txn, fact: CancelRequested) -> None:
         all_messages=t.context,
         usage=t.usage,
     )
-    _finish(t, outcome, None)
+    _finish(t, Success(outcome))
 
 
 def _synthetic(t: _Txn, stop: str, reason: str) -> AssistantMessage:
