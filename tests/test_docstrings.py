@@ -13,7 +13,7 @@ import re
 import attrs
 import pytest
 
-FACES = ["mule", "mule.effects", "mule.promise"]
+FACES = ["mule", "mule.effects", "mule.promise", "mule.pi"]
 
 
 def _documented(cls: type) -> set[str]:

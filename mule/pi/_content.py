@@ -12,7 +12,14 @@ from mule.pi._json import JsonObject, JsonValue  # noqa: F401 (resolves the recu
 @final
 @frozen
 class TextContent:
-    """A text block; `text_signature` is opaque provider replay data."""
+    """A text block; `text_signature` is opaque provider replay data.
+
+    Attributes:
+        text: The text.
+        text_signature: A provider's opaque signature of the block, echoed back on the next
+            call.
+
+    """
 
     text: str
     text_signature: str | None = None
@@ -22,7 +29,14 @@ class TextContent:
 @final
 @frozen
 class ThinkingContent:
-    """A reasoning block; when `redacted`, the payload sits in `thinking_signature`."""
+    """A reasoning block; when `redacted`, the payload sits in `thinking_signature`.
+
+    Attributes:
+        thinking: The model's reasoning text (empty when redacted).
+        thinking_signature: The provider's opaque signature, echoed back on the next call.
+        redacted: Whether the provider withheld the reasoning (the signature carries it).
+
+    """
 
     thinking: str
     thinking_signature: str | None = None
@@ -33,7 +47,13 @@ class ThinkingContent:
 @final
 @frozen
 class ImageContent:
-    """A base64-encoded image."""
+    """A base64-encoded image.
+
+    Attributes:
+        data: The image bytes, base64-encoded.
+        mime_type: Its MIME type (`image/png`, ...).
+
+    """
 
     data: str
     mime_type: str
@@ -43,7 +63,17 @@ class ImageContent:
 @final
 @frozen
 class ToolCall:
-    """A tool call requested by the model; `arguments` is always a JSON object."""
+    """A tool call requested by the model; `arguments` is always a JSON object.
+
+    Attributes:
+        id: The call's id, echoed by its tool result.
+        name: The tool's name.
+        arguments: The JSON arguments as the model sent them (validated later, by the tool's
+            gate).
+        thought_signature: A provider's opaque signature (Google), echoed back on the next
+            call.
+
+    """
 
     id: str
     name: str

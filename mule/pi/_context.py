@@ -20,7 +20,14 @@ PayloadHook: TypeAlias = Callable[[JsonValue, Model], Awaitable[JsonValue] | Jso
 @final
 @frozen
 class Tool:
-    """A tool the model may call; `parameters` is a JSON-Schema object."""
+    """A tool the model may call; `parameters` is a JSON-Schema object.
+
+    Attributes:
+        name: The name the model calls it by.
+        description: What it does, for the model.
+        parameters: The JSON Schema of its arguments (an object schema).
+
+    """
 
     name: str
     description: str
@@ -30,7 +37,14 @@ class Tool:
 @final
 @frozen
 class Context:
-    """What one model call sees: the system prompt, the transcript and the tools."""
+    """What one model call sees: the system prompt, the transcript and the tools.
+
+    Attributes:
+        messages: The transcript, oldest first.
+        system_prompt: The system prompt, if any.
+        tools: The tools the model may call, if any.
+
+    """
 
     messages: tuple[Message, ...]
     system_prompt: str | None = None
@@ -40,7 +54,13 @@ class Context:
 @final
 @frozen
 class ProviderResponse:
-    """The HTTP status and headers of a provider response, before its body is read."""
+    """The HTTP status and headers of a provider response, before its body is read.
+
+    Attributes:
+        status: The HTTP status code.
+        headers: The response headers (lower-case names).
+
+    """
 
     status: int
     headers: Mapping[str, str]
@@ -49,7 +69,15 @@ class ProviderResponse:
 @final
 @frozen
 class ThinkingBudgets:
-    """Token budgets per thinking level, for token-budget providers."""
+    """Token budgets per thinking level, for token-budget providers.
+
+    Attributes:
+        minimal: Tokens for the `minimal` level.
+        low: Tokens for `low`.
+        medium: Tokens for `medium`.
+        high: Tokens for `high`.
+
+    """
 
     minimal: int | None = None
     low: int | None = None
@@ -60,7 +88,27 @@ class ThinkingBudgets:
 @final
 @frozen(kw_only=True)
 class StreamOptions:
-    """Options for one model stream; `signal` aborts it (the loop sets it per attempt)."""
+    """Options for one model stream; `signal` aborts it (the loop sets it per attempt).
+
+    Attributes:
+        temperature: Sampling temperature (None: the provider's default).
+        signal: Aborts the stream (the loop sets one per attempt).
+        max_tokens: Cap on the response's output tokens.
+        api_key: The key to send (None: the provider's environment variable).
+        transport: `"sse"`, `"websocket"`, ... where a provider offers several.
+        cache_retention: Prompt-cache retention: `"none"`, `"short"` or `"long"`.
+        session_id: A session id for providers that cache per session.
+        on_payload: Sees (and may replace) the request body before it is sent.
+        on_response: Called with the HTTP status and headers before the body is read.
+        headers: Extra HTTP headers.
+        timeout_ms: The request timeout.
+        max_retries: HTTP-level retries of the request (the SDKs' default: 2).
+        max_retry_delay_ms: The longest Retry-After the transport will wait.
+        metadata: Provider metadata sent with the request (e.g. a user id).
+        reasoning: The provider-independent thinking level (`"low"`, `"high"`...).
+        thinking_budgets: Token budgets per thinking level, for token-budget providers.
+
+    """
 
     temperature: float | None = None
     signal: AbortSignal | None = None

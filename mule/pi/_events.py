@@ -68,7 +68,12 @@ class _PartialEvent:
 @final
 @frozen(kw_only=True, eq=False, repr=False)
 class StartEvent(_PartialEvent):
-    """The response has started."""
+    """The response has started.
+
+    Attributes:
+        partial: The response so far (a snapshot, materialised on first read).
+
+    """
 
     _partial: AssistantMessage | PartialSource = field(alias="partial")
     type: ClassVar[Literal["start"]] = "start"
@@ -77,7 +82,13 @@ class StartEvent(_PartialEvent):
 @final
 @frozen(kw_only=True, eq=False, repr=False)
 class TextStartEvent(_PartialEvent):
-    """A text block opened at `content_index`."""
+    """A text block opened at `content_index`.
+
+    Attributes:
+        content_index: The index of the block in the response's `content`.
+        partial: The response so far (a snapshot, materialised on first read).
+
+    """
 
     content_index: int
     _partial: AssistantMessage | PartialSource = field(alias="partial")
@@ -87,7 +98,14 @@ class TextStartEvent(_PartialEvent):
 @final
 @frozen(kw_only=True, eq=False, repr=False)
 class TextDeltaEvent(_PartialEvent):
-    """Text was appended to the block at `content_index`."""
+    """Text was appended to the block at `content_index`.
+
+    Attributes:
+        content_index: The index of the block in the response's `content`.
+        delta: The text appended.
+        partial: The response so far (a snapshot, materialised on first read).
+
+    """
 
     content_index: int
     delta: str
@@ -98,7 +116,14 @@ class TextDeltaEvent(_PartialEvent):
 @final
 @frozen(kw_only=True, eq=False, repr=False)
 class TextEndEvent(_PartialEvent):
-    """The text block at `content_index` is complete; `content` is its full text."""
+    """The text block at `content_index` is complete; `content` is its full text.
+
+    Attributes:
+        content_index: The index of the block in the response's `content`.
+        content: The block's whole text.
+        partial: The response so far (a snapshot, materialised on first read).
+
+    """
 
     content_index: int
     content: str
@@ -109,7 +134,13 @@ class TextEndEvent(_PartialEvent):
 @final
 @frozen(kw_only=True, eq=False, repr=False)
 class ThinkingStartEvent(_PartialEvent):
-    """A thinking block opened at `content_index`."""
+    """A thinking block opened at `content_index`.
+
+    Attributes:
+        content_index: The index of the block in the response's `content`.
+        partial: The response so far (a snapshot, materialised on first read).
+
+    """
 
     content_index: int
     _partial: AssistantMessage | PartialSource = field(alias="partial")
@@ -119,7 +150,14 @@ class ThinkingStartEvent(_PartialEvent):
 @final
 @frozen(kw_only=True, eq=False, repr=False)
 class ThinkingDeltaEvent(_PartialEvent):
-    """Reasoning text was appended to the block at `content_index`."""
+    """Reasoning text was appended to the block at `content_index`.
+
+    Attributes:
+        content_index: The index of the block in the response's `content`.
+        delta: The reasoning text appended.
+        partial: The response so far (a snapshot, materialised on first read).
+
+    """
 
     content_index: int
     delta: str
@@ -130,7 +168,14 @@ class ThinkingDeltaEvent(_PartialEvent):
 @final
 @frozen(kw_only=True, eq=False, repr=False)
 class ThinkingEndEvent(_PartialEvent):
-    """The thinking block at `content_index` is complete; `content` is its full text."""
+    """The thinking block at `content_index` is complete; `content` is its full text.
+
+    Attributes:
+        content_index: The index of the block in the response's `content`.
+        content: The block's whole reasoning text.
+        partial: The response so far (a snapshot, materialised on first read).
+
+    """
 
     content_index: int
     content: str
@@ -141,7 +186,13 @@ class ThinkingEndEvent(_PartialEvent):
 @final
 @frozen(kw_only=True, eq=False, repr=False)
 class ToolCallStartEvent(_PartialEvent):
-    """A tool-call block opened at `content_index`."""
+    """A tool-call block opened at `content_index`.
+
+    Attributes:
+        content_index: The index of the block in the response's `content`.
+        partial: The response so far (a snapshot, materialised on first read).
+
+    """
 
     content_index: int
     _partial: AssistantMessage | PartialSource = field(alias="partial")
@@ -151,7 +202,14 @@ class ToolCallStartEvent(_PartialEvent):
 @final
 @frozen(kw_only=True, eq=False, repr=False)
 class ToolCallDeltaEvent(_PartialEvent):
-    """A raw JSON fragment of the arguments of the tool call at `content_index`."""
+    """A raw JSON fragment of the arguments of the tool call at `content_index`.
+
+    Attributes:
+        content_index: The index of the block in the response's `content`.
+        delta: A fragment of the call's JSON arguments.
+        partial: The response so far (a snapshot, materialised on first read).
+
+    """
 
     content_index: int
     delta: str
@@ -162,7 +220,14 @@ class ToolCallDeltaEvent(_PartialEvent):
 @final
 @frozen(kw_only=True, eq=False, repr=False)
 class ToolCallEndEvent(_PartialEvent):
-    """The tool call at `content_index` is complete."""
+    """The tool call at `content_index` is complete.
+
+    Attributes:
+        content_index: The index of the block in the response's `content`.
+        tool_call: The complete call, its arguments parsed.
+        partial: The response so far (a snapshot, materialised on first read).
+
+    """
 
     content_index: int
     tool_call: ToolCall
@@ -173,7 +238,13 @@ class ToolCallEndEvent(_PartialEvent):
 @final
 @frozen(kw_only=True)
 class DoneEvent:
-    """The response succeeded; `message` is authoritative."""
+    """The response succeeded; `message` is authoritative.
+
+    Attributes:
+        reason: The stop reason: `"stop"`, `"length"` or `"toolUse"`.
+        message: The final message (authoritative).
+
+    """
 
     reason: Literal["stop", "length", "toolUse"]
     message: AssistantMessage
@@ -183,7 +254,13 @@ class DoneEvent:
 @final
 @frozen(kw_only=True)
 class ErrorEvent:
-    """The response failed; `error` carries the stop reason and `error_message`."""
+    """The response failed; `error` carries the stop reason and `error_message`.
+
+    Attributes:
+        reason: `"error"` or `"aborted"`.
+        error: The final message, with its `error_message`.
+
+    """
 
     reason: Literal["error", "aborted"]
     error: AssistantMessage

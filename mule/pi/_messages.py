@@ -26,7 +26,16 @@ def now_ms() -> int:
 @final
 @frozen
 class UsageCost:
-    """Cost in USD of one response, per token class."""
+    """Cost in USD of one response, per token class.
+
+    Attributes:
+        input: USD for input tokens.
+        output: USD for output tokens.
+        cache_read: USD for cache reads.
+        cache_write: USD for cache writes.
+        total: The sum.
+
+    """
 
     input: float = 0.0
     output: float = 0.0
@@ -38,7 +47,17 @@ class UsageCost:
 @final
 @frozen
 class Usage:
-    """Token counts reported by the provider, with their cost."""
+    """Token counts reported by the provider, with their cost.
+
+    Attributes:
+        input: Input (prompt) tokens, cache excluded.
+        output: Output tokens, reasoning included.
+        cache_read: Tokens read from the prompt cache.
+        cache_write: Tokens written to the prompt cache.
+        total_tokens: All of them.
+        cost: What they cost, from the model's prices.
+
+    """
 
     input: int = 0
     output: int = 0
@@ -54,7 +73,15 @@ ZERO_USAGE = Usage()
 @final
 @frozen
 class DiagnosticError:
-    """The error part of a diagnostic: a thrown value, formatted."""
+    """The error part of a diagnostic: a thrown value, formatted.
+
+    Attributes:
+        message: The error's message.
+        name: Its class name, if known.
+        stack: Its stack trace, if any.
+        code: Its code (a string or a number), if any.
+
+    """
 
     message: str
     name: str | None = None
@@ -65,7 +92,15 @@ class DiagnosticError:
 @final
 @frozen
 class Diagnostic:
-    """A provider diagnostic attached to an assistant message."""
+    """A provider diagnostic attached to an assistant message.
+
+    Attributes:
+        type: What kind of diagnostic (e.g. an HTTP error).
+        timestamp: When, in milliseconds since the epoch.
+        error: The error it reports, if any.
+        details: Free JSON details.
+
+    """
 
     type: str
     timestamp: int
@@ -94,7 +129,22 @@ class UserMessage:
 @final
 @frozen
 class AssistantMessage:
-    """A model response, complete or failed (then `error_message` says why)."""
+    """A model response, complete or failed (then `error_message` says why).
+
+    Attributes:
+        content: Text, thinking and tool-call blocks, in order.
+        api: The wire API that produced it (`openai-completions`, `anthropic-messages`...).
+        provider: The provider (`openai`, `anthropic`...).
+        model: The model id.
+        usage: This response's tokens and cost.
+        stop_reason: `"stop"`, `"length"`, `"toolUse"`, `"error"` or `"aborted"`.
+        timestamp: When it was created, in milliseconds since the epoch.
+        response_id: The provider's response id, if it sent one.
+        response_model: The model the provider says answered, if it differs or says so.
+        diagnostics: Provider diagnostics (HTTP errors of retried requests...).
+        error_message: Why it failed, for `"error"` and `"aborted"`.
+
+    """
 
     content: tuple[AssistantContent, ...]
     api: str
@@ -114,7 +164,18 @@ class AssistantMessage:
 @final
 @frozen
 class ToolResultMessage:
-    """The correlated result of one tool call, as the model will see it."""
+    """The correlated result of one tool call, as the model will see it.
+
+    Attributes:
+        tool_call_id: The id of the call it answers.
+        tool_name: The tool's name.
+        content: What the model sees: text and image blocks.
+        is_error: Whether it reports an error.
+        timestamp: When it was created, in milliseconds since the epoch.
+        details: Free JSON for hosts and UIs (not sent to the model).
+        usage: Tokens the tool spent itself, if any.
+
+    """
 
     tool_call_id: str
     tool_name: str

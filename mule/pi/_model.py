@@ -17,7 +17,15 @@ InputKind: TypeAlias = Literal["text", "image"]
 @final
 @frozen
 class ModelCost:
-    """Prices in USD per million tokens."""
+    """Prices in USD per million tokens.
+
+    Attributes:
+        input: Per million input tokens.
+        output: Per million output tokens.
+        cache_read: Per million cache-read tokens.
+        cache_write: Per million cache-write tokens.
+
+    """
 
     input: float = 0.0
     output: float = 0.0
@@ -28,7 +36,26 @@ class ModelCost:
 @final
 @frozen
 class Model:
-    """A model descriptor: which wire protocol, where, and what it costs."""
+    """A model descriptor: which wire protocol, where, and what it costs.
+
+    Attributes:
+        id: The provider's model id.
+        name: A display name.
+        api: The wire API (`openai-completions`, `openai-responses`, `anthropic-messages`,
+            `google-generative-ai`, or one you registered).
+        provider: The provider, which names the API key's environment variable.
+        base_url: The API's base URL.
+        reasoning: Whether the model reasons (thinking levels apply).
+        input: What it accepts: `"text"`, and `"image"` for vision models.
+        cost: Its prices (zero: runs cost 0).
+        context_window: Its context window in tokens (0: unknown).
+        max_tokens: Its output cap in tokens (0: unknown).
+        thinking_level_map: Pi's thinking levels mapped to the provider's, where they
+            differ.
+        headers: Extra HTTP headers for every request.
+        compat: Per-host switches of OpenAI-compatible servers (Pi's `compat`).
+
+    """
 
     id: str
     name: str
