@@ -1,0 +1,146 @@
+"""The pure step is total: any fact in any phase gives a typed answer, never an exception."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from attrs import evolve
+from hypothesis import given
+from hypothesis import strategies as st
+
+from mule.effects import MulePortsInput, MuleRunOutcome, RunEnd
+from mule.effects._checks import check_input
+from mule.effects._errors import MuleError
+from mule.effects._identity import MuleIdentity
+from mule.effects._protocol import (
+    Began,
+    CancelRequested,
+    Fact,
+    Finish,
+    KeyResolved,
+    ListenerFailed,
+    MessagesAnswered,
+    RetryAfterAnswered,
+    Slept,
+    StopAnswered,
+    StreamExhausted,
+    StreamIdled,
+    StreamOpened,
+    ToolExhausted,
+    ToolPartArrived,
+    ToolPrepared,
+    WorkFailed,
+)
+from mule.effects._state import (
+    AwaitingRetryAfter,
+    AwaitingStop,
+    BackingOff,
+    NotStarted,
+    Over,
+    Phase,
+    Polling,
+    ResolvingKey,
+    Streaming,
+)
+from mule.effects._tools import MuleToolExecutionPart, MuleToolRejection, MuleToolResult
+from mule.effects._transition import expects, initial_state, step
+from mule.pi import (
+    AssistantMessage,
+    DoneEvent,
+    Model,
+    TextContent,
+    TextDeltaEvent,
+    UserMessage,
+)
+from mule.pi._messages import ZERO_USAGE
+
+MODEL = Model(id="m", name="M", api="a", provider="p", base_url="")
+TURN = MuleIdentity("turn", "turn:1")
+MESSAGE = MuleIdentity("message", "message:2")
+GOOD = AssistantMessage(
+    content=(TextContent("x"),),
+    api="a",
+    provider="p",
+    model="m",
+    usage=ZERO_USAGE,
+    stop_reason="stop",
+    timestamp=1,
+)
+# What an untyped stream can push: a message whose usage no sum can add.
+BROKEN = evolve(GOOD, usage=None)  # type: ignore[arg-type]
+RESULT = MuleToolResult(content=(TextContent("r"),))
+
+PHASES: list[Phase] = [
+    NotStarted(),
+    Polling("steering"),
+    Polling("follow_up"),
+    ResolvingKey(1),
+    Streaming(1, TURN, MESSAGE, started=False),
+    Streaming(1, TURN, MESSAGE, started=True),
+    AwaitingRetryAfter(1, 10.0),
+    BackingOff(1),
+    AwaitingStop(more=False),
+    Over(),
+]
+FACTS: list[Fact] = [
+    Began(5),
+    KeyResolved("k"),
+    StreamOpened(),
+    TextDeltaEvent(content_index=0, delta="d", partial=GOOD),
+    DoneEvent(reason="stop", message=GOOD),
+    DoneEvent(reason="stop", message=BROKEN),
+    StreamExhausted(),
+    StreamIdled(None, 7),
+    ToolPrepared(0, MuleToolRejection("no"), 1),
+    ToolPartArrived(0, MuleToolExecutionPart("result", RESULT), 1),
+    ToolExhausted(0),
+    MessagesAnswered(()),
+    StopAnswered(True),
+    RetryAfterAnswered(None),
+    Slept(),
+    WorkFailed(MuleError("tool", "t")),
+    CancelRequested("stop", 9),
+    ListenerFailed(MuleError("listener", "l")),
+]
+
+
+def _state(phase: Phase) -> Any:
+    inp = MulePortsInput(model=MODEL, system_prompt="s", messages=(UserMessage("hi", 1),))
+    cfg = check_input(inp).unwrap()
+    return evolve(initial_state(cfg, inp.messages), phase=phase, turn=TURN)
+
+
+@given(st.sampled_from(PHASES), st.sampled_from(FACTS))
+def test_any_fact_in_any_phase_is_answered_never_raised(phase: Phase, fact: Fact) -> None:
+    """Expected or not, a fact yields commands; a run that ends has one run_end, then Finish."""
+    state, commands = step(_state(phase), fact)
+    ends = [c for c in commands if isinstance(c, RunEnd)]
+    finishes = [c for c in commands if isinstance(c, Finish)]
+    assert len(ends) <= 1
+    assert len(finishes) <= 1
+    if finishes:
+        assert commands[-1] is finishes[0]
+        assert type(state.phase) is Over
+        result = finishes[0].result
+        assert isinstance(result.value_or(None), MuleRunOutcome) or isinstance(
+            finishes[0].error, MuleError
+        )
+    unexpected = type(phase) is not Over and not isinstance(
+        fact, (*expects(phase), CancelRequested, ListenerFailed, WorkFailed)
+    )
+    if unexpected:  # a fact the phase does not wait for ends the run, typed
+        assert [type(c) for c in commands] == [RunEnd, Finish]
+        assert finishes[0].error is not None
+        assert finishes[0].error.phase == "control"
+
+
+def test_a_broken_terminal_message_fails_the_run_typed() -> None:
+    """The step that would raise (usage None) ends the run: run_end(failed), MuleError(control)."""
+    _, commands = step(_state(Streaming(1, TURN, MESSAGE, started=True)), FACTS[5])
+    assert [type(c) for c in commands] == [RunEnd, Finish]
+    end, finish = commands
+    assert isinstance(end, RunEnd)
+    assert end.outcome == "failed"
+    assert isinstance(finish, Finish)
+    assert finish.error is not None
+    assert "AttributeError" in finish.error.message
