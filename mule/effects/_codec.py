@@ -19,7 +19,6 @@ Numbers are written as JavaScript writes them, so JSON re-written by mule matche
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from mule.effects._events import EVENT_TYPES, MessageUpdate, MuleEvent
@@ -39,6 +38,7 @@ from mule.pi import (
     AssistantMessage,
     WireCodec,
     WireError,
+    loads,
     stringify,
 )
 
@@ -119,8 +119,8 @@ def event_from_record(text: str | bytes) -> MuleEvent:
     `message_update` records are stream-only (they hold no snapshot) and do not decode.
     """
     try:
-        data = json.loads(text)
-    except (ValueError, RecursionError) as exc:
+        data = loads(text)  # mule.pi's bounded decoder: JsonError for depth or huge numbers
+    except ValueError as exc:
         raise WireError("MuleEvent", [f"not JSON ({exc}) @ $"]) from exc
     if isinstance(data, dict) and data.get("type") == "message_update":
         raise WireError("MuleEvent", ["a message_update record holds no snapshot @ $.type"])

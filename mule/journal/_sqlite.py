@@ -220,8 +220,8 @@ class Journal:
             self._db.execute(f"PRAGMA synchronous = {synchronous}")
             with self._write() as db:
                 problem = prepare(db, self.path)
-        except sqlite3.Error as exc:  # not a database, a damaged or truncated one
-            self._db.close()
+        except (sqlite3.Error, ValueError) as exc:  # not a database, damaged, truncated
+            self._db.close()  # (ValueError: a damaged name that is not UTF-8)
             raise JournalError(f"cannot open journal {self.path}: {exc}") from exc
         if problem is not None:
             self._db.close()

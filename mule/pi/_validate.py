@@ -85,7 +85,7 @@ class ToolValidator:
         self.parameters = parameters
         self._registry = _empty() if registry is None else registry
         try:
-            problem = schema_problem(parameters, self._registry) or check_schema(parameters)
+            problem = check_schema(parameters) or schema_problem(parameters, self._registry)
             if problem is not None:
                 raise ToolSchemaError(name, problem)
             self._validator = pi_validator()(

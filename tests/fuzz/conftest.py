@@ -1,0 +1,29 @@
+"""Fuzz targets (issue 17.2): report how many inputs each target tried.
+
+Targets count their inputs with `tests.fuzz.budget.tally`; this prints the counts at the end of
+the session and, when `MULE_FUZZ_COUNTS` names a file, writes them there as JSON (`./dev fuzz`
+sums them over its rounds).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.fuzz.budget import CAMPAIGN, COUNTS
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Print the inputs each fuzz target tried."""
+    if not COUNTS:
+        return
+    mode = "campaign" if CAMPAIGN else "ci"
+    terminalreporter.section(f"fuzz inputs tried ({mode})")
+    for target, n in sorted(COUNTS.items()):
+        terminalreporter.write_line(f"{n:>9,}  {target}")
+    path = os.environ.get("MULE_FUZZ_COUNTS")
+    if path:
+        Path(path).write_text(json.dumps(dict(COUNTS), indent=1, sort_keys=True))
