@@ -19,16 +19,15 @@ from attrs import frozen
 from psycopg import sql
 
 from mule.effects import (
+    MuleEvent,
     MuleResume,
     event_from_record,
     event_to_record,
     from_json,
     to_json,
 )
-from mule.effects._events import MuleEvent
 from mule.journal import COMMIT_POINTS, STREAM_ONLY, CommitWriter, Fold, fold
-from mule.pi import AbortSignal
-from mule.pi._messages import Message
+from mule.pi import AbortSignal, Message
 
 NOTIFY_CHANNEL = "mule_events"
 

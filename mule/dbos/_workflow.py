@@ -36,17 +36,32 @@ from returns.result import Failure
 
 import mule.promise as promise
 from mule.dbos._store import PgStore, StoredEvent, follow, now_ms
-from mule.effects import INTERRUPTED_UNSAFE, from_wire, to_wire
+from mule.effects import (
+    INTERRUPTED_UNSAFE,
+    MuleEvent,
+    MuleToolExecutionPart,
+    MuleToolResult,
+    from_wire,
+    to_wire,
+)
 from mule.effects import run as run_core
-from mule.effects._events import MuleEvent
-from mule.effects._tools import MuleToolExecutionPart, MuleToolResult
-from mule.pi import AbortController, AbortError, AbortSignal
-from mule.pi._content import TextContent, ToolCall
-from mule.pi._context import Context, StreamOptions
-from mule.pi._events import AssistantMessageEvent, DoneEvent, ErrorEvent, StartEvent
-from mule.pi._messages import AssistantMessage, Message
-from mule.pi._model import Model
-from mule.pi._stream import AssistantMessageEventStream
+from mule.pi import (
+    AbortController,
+    AbortError,
+    AbortSignal,
+    AssistantMessage,
+    AssistantMessageEvent,
+    AssistantMessageEventStream,
+    Context,
+    DoneEvent,
+    ErrorEvent,
+    Message,
+    Model,
+    StartEvent,
+    StreamOptions,
+    TextContent,
+    ToolCall,
+)
 from mule.promise import core_input
 
 WORKFLOW_NAME = "mule.run"

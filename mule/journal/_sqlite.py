@@ -18,20 +18,19 @@ from typing import Any, Literal, TypeAlias, final
 from attrs import frozen
 
 from mule.effects import (
+    MuleEvent,
     MuleResume,
     event_from_record,
     event_to_record,
     from_json,
     to_json,
 )
-from mule.effects._events import MuleEvent
 from mule.journal._claim import alive, held, new_claim, release
 from mule.journal._fold import Fold, fold
 from mule.journal._record import COMMIT_POINTS, STREAM_ONLY
 from mule.journal._schema import prepare
 from mule.journal._writer import CommitWriter
-from mule.pi import AbortSignal, loads
-from mule.pi._messages import Message
+from mule.pi import AbortSignal, Message, loads
 
 _Row: TypeAlias = tuple[str, int, int, str, str]  # (run_id, segment, seq, type, body)
 _INSERT = "INSERT INTO events VALUES (?, ?, ?, ?, ?)"

@@ -29,9 +29,7 @@ from mule.effects import (
     Ports,
     PreparePort,
 )
-from mule.pi import AbortSignal
-from mule.pi._content import ToolCall
-from mule.pi._messages import Message
+from mule.pi import AbortSignal, Message, ToolCall
 from mule.promise._types import MulePromiseListener, MuleRunInput, MuleTool, MuleToolPrepared
 
 T = TypeVar("T")

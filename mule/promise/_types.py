@@ -7,13 +7,17 @@ from typing import ClassVar, Generic, Literal, TypeAlias, final
 
 from attrs import frozen
 
-from mule.effects import MuleCompletedTurn, MuleRunSettings, OutputT
-from mule.effects._events import MuleEvent
-from mule.effects._tools import ExecutionMode, MuleToolExecutionPart, MuleToolRejection, Replay
-from mule.pi import AbortSignal
-from mule.pi._content import ToolCall
-from mule.pi._context import Tool
-from mule.pi._messages import Message
+from mule.effects import (
+    ExecutionMode,
+    MuleCompletedTurn,
+    MuleEvent,
+    MuleRunSettings,
+    MuleToolExecutionPart,
+    MuleToolRejection,
+    OutputT,
+    Replay,
+)
+from mule.pi import AbortSignal, Message, Tool, ToolCall
 
 
 @final
