@@ -128,3 +128,8 @@ __all__ = [
     "stream",
     "tool",
 ]
+
+# Last, once every exported name is bound: public names read this face as their module.
+from mule._publish import publish as _publish  # noqa: E402 (after every name is bound)
+
+_publish(__name__, globals(), __all__)

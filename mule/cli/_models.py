@@ -239,9 +239,9 @@ def print_models(console: Console, registry: Registry, provider: str | None) -> 
 __all__ = [
     "CUSTOM_API",
     "ResolvedModel",
+    "human_tokens",
     "load_registry",
     "missing_key",
-    "human_tokens",
     "models_lines",
     "print_models",
     "resolve_model",

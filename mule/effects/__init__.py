@@ -128,3 +128,8 @@ __all__ = [
     "to_wire",
     "update_to_wire",
 ]
+
+# Last, once every exported name is bound: public names read this face as their module.
+from mule._publish import publish as _publish
+
+_publish(__name__, globals(), __all__)

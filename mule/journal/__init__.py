@@ -19,3 +19,8 @@ __all__ = [
     "TranscriptOwner",
     "fold",
 ]
+
+# Last, once every exported name is bound: public names read this face as their module.
+from mule._publish import publish as _publish
+
+_publish(__name__, globals(), __all__)

@@ -19,3 +19,8 @@ with needs_extra("mcp", "mule.mcp"):
     from mule.mcp._tools import tool_result
 
 __all__ = ["MCPServer", "MCPServerError", "tool_result"]
+
+# Last, once every exported name is bound: public names read this face as their module.
+from mule._publish import publish as _publish
+
+_publish(__name__, globals(), __all__)

@@ -21,6 +21,11 @@ __all__ = [
     "OtlpSetupError",
     "link_to",
     "otlp_export",
-    "traceparent",
     "traced",
+    "traceparent",
 ]
+
+# Last, once every exported name is bound: public names read this face as their module.
+from mule._publish import publish as _publish
+
+_publish(__name__, globals(), __all__)

@@ -99,6 +99,12 @@ from mule.pi.providers._simple import (
 )
 
 __all__ = [
+    "EVENT_CLASSES",
+    "FAILURE_STOP_REASONS",
+    "PI_CODEC",
+    "PI_CODING_AGENT_RETRY_DEFAULTS",
+    "SUCCESS_STOP_REASONS",
+    "ZERO_USAGE",
     "AbortController",
     "AbortError",
     "AbortSignal",
@@ -112,9 +118,7 @@ __all__ = [
     "Diagnostic",
     "DiagnosticError",
     "DoneEvent",
-    "EVENT_CLASSES",
     "ErrorEvent",
-    "FAILURE_STOP_REASONS",
     "ImageContent",
     "IncompleteStreamError",
     "InputKind",
@@ -126,8 +130,6 @@ __all__ = [
     "Model",
     "ModelCost",
     "ModelThinkingLevel",
-    "PI_CODEC",
-    "PI_CODING_AGENT_RETRY_DEFAULTS",
     "PartialBuilder",
     "PartialSnapshot",
     "PartialSource",
@@ -135,7 +137,6 @@ __all__ = [
     "ProviderResponse",
     "ProviderSetupError",
     "RetryPolicy",
-    "SUCCESS_STOP_REASONS",
     "SimpleStreamOptions",
     "StartEvent",
     "StopReason",
@@ -167,7 +168,6 @@ __all__ = [
     "UserMessage",
     "WireCodec",
     "WireError",
-    "ZERO_USAGE",
     "as_exception",
     "calculate_cost",
     "camel",
@@ -190,3 +190,8 @@ __all__ = [
     "to_wire",
     "validate_tool_arguments",
 ]
+
+# Last, once every exported name is bound: public names read this face as their module.
+from mule._publish import publish as _publish
+
+_publish(__name__, globals(), __all__)

@@ -82,3 +82,8 @@ __all__ = [
     "default_pi_executable",
     "parse_record",
 ]
+
+# Last, once every exported name is bound: public names read this face as their module.
+from mule._publish import publish as _publish
+
+_publish(__name__, globals(), __all__)

@@ -192,7 +192,7 @@ __all__ = [
     "control",
     "encode_event",
     "envelope",
-    "result_to_wire",
     "message_key",
+    "result_to_wire",
     "tool_key",
 ]

@@ -85,3 +85,8 @@ __all__ = [
     "read_tool",
     "run_command",
 ]
+
+# Last, once every exported name is bound: public names read this face as their module.
+from mule._publish import publish as _publish
+
+_publish(__name__, globals(), __all__)

@@ -72,3 +72,8 @@ __all__ = [
     "parse_models_config",
     "resolve_config_value",
 ]
+
+# Last, once every exported name is bound: public names read this face as their module.
+from mule._publish import publish as _publish  # noqa: E402 (after every name is bound)
+
+_publish(__name__, globals(), __all__)

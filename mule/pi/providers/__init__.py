@@ -64,6 +64,7 @@ def __getattr__(name: str) -> Any:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     value = getattr(importlib.import_module(module), name)
     globals()[name] = value
+    _publish(__name__, globals(), (name,))
     return value
 
 
@@ -99,3 +100,8 @@ __all__ = [
     "transform_messages",
     "unregister_provider",
 ]
+
+# Last, once every exported name is bound: public names read this face as their module.
+from mule._publish import publish as _publish  # noqa: E402 (after every name is bound)
+
+_publish(__name__, globals(), __all__)

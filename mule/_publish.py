@@ -1,0 +1,51 @@
+"""Makes a package face the home of the names it exports.
+
+A class defined in `mule.effects._events` and exported by `mule.effects` should say so:
+`repr`, tracebacks, pickling and the reference docs all read `__module__`, and a reader
+should see the face to import from, never a private room. Each face calls `publish` once,
+after its imports.
+
+Classes written with `from __future__ import annotations` hold their annotations as strings,
+which `typing.get_type_hints` (cattrs, mule's codec) evaluates in the globals of `__module__`:
+so a class's annotations are resolved in its own module first and stored resolved, and the
+face's globals are never asked for a name only the private module imports.
+"""
+
+from __future__ import annotations
+
+import inspect
+import sys
+from collections.abc import Iterable, MutableMapping
+
+import attrs
+
+
+def publish(face: str, namespace: MutableMapping[str, object], names: Iterable[str]) -> None:
+    """Set `__module__` to `face` on each exported class and function defined under it."""
+    private = face + "._"
+    for name in names:
+        obj = namespace.get(name)  # a lazily imported name is published when first read
+        if not (inspect.isclass(obj) or inspect.isfunction(obj)):
+            continue
+        home = getattr(obj, "__module__", "")
+        if not home.startswith(private):
+            continue  # defined elsewhere (re-exported from a lower face) or already public
+        if inspect.isclass(obj):
+            _resolve_annotations(obj)
+        obj.__module__ = face
+
+
+def _resolve_annotations(cls: type) -> None:
+    own = inspect.get_annotations(cls)
+    if not any(isinstance(v, str) for v in own.values()):
+        return
+    # One evaluation per annotation, in the defining module; inherited ones were resolved when
+    # their own class was published (a base is published with or before its subclasses).
+    module = sys.modules[cls.__module__].__dict__
+    scope = dict(vars(cls))
+    resolved = {k: eval(v, module, scope) if isinstance(v, str) else v for k, v in own.items()}
+    cls.__annotations__ = resolved
+    if attrs.has(cls):
+        for field in attrs.fields(cls):
+            if isinstance(field.type, str) and field.name in resolved:
+                object.__setattr__(field, "type", resolved[field.name])
