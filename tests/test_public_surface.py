@@ -80,11 +80,6 @@ def test_public_names_read_their_face(name: str) -> None:
     assert private_homes == {}, f"{name} exports names whose __module__ is private"
 
 
-# The promise facade's and the core's input types still share names; the core's forms are being
-# renamed (issue 12, item 1), and this set must then be empty.
-KNOWN_SHARED = {"MuleRunInput", "MuleTool", "MuleToolPrepared"}
-
-
 def test_no_two_public_classes_share_a_name() -> None:
     homes: defaultdict[str, set[type]] = defaultdict(set)
     for name in FACES:
@@ -94,9 +89,7 @@ def test_no_two_public_classes_share_a_name() -> None:
             if inspect.isclass(value):
                 homes[attr].add(value)
     shared = {attr: sorted(c.__module__ for c in classes) for attr, classes in homes.items()}
-    shared = {
-        attr: mods for attr, mods in shared.items() if len(mods) > 1 and attr not in KNOWN_SHARED
-    }
+    shared = {attr: mods for attr, mods in shared.items() if len(mods) > 1}
     assert shared == {}, f"different public classes with one name: {shared}"
 
 
