@@ -102,6 +102,11 @@ def test_hostile_records_fail_typed(column: str, data: st.DataObject) -> None:
             )
             if isinstance(new, list | dict):
                 new = dumps(new)
+            if isinstance(new, str) and not new.isascii():
+                try:
+                    new.encode("utf-8")
+                except UnicodeEncodeError:  # a lone surrogate: stored as the bad UTF-8 it is
+                    new = new.encode("utf-8", "surrogatepass")
             try:
                 if table == "runs":
                     db.execute(f"UPDATE runs SET {column} = ? WHERE rowid = ?", (new, row[0]))

@@ -6,7 +6,6 @@ configuration works unchanged. Parsing is pure; the values it returns are in `_c
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from collections.abc import Mapping
@@ -15,7 +14,7 @@ from typing import Any, Final
 
 from attrs import frozen
 
-from mule.pi._json import JsonObject
+from mule.pi._json import JsonObject, loads
 from mule.pi._model import InputKind, Model, ModelCost
 from mule.pi.models._custom import (
     DEFAULT_CONTEXT_WINDOW,
@@ -402,8 +401,8 @@ def read_models_json(
     except (OSError, UnicodeDecodeError) as exc:
         raise ModelsJsonError(file, None, f"Failed to load models.json: {exc}") from exc
     try:
-        data = json.loads(strip_json_comments(text))
-    except json.JSONDecodeError as exc:
+        data = loads(strip_json_comments(text))  # bounded: depth and number size
+    except ValueError as exc:
         raise ModelsJsonError(file, None, f"Failed to parse models.json: {exc}") from exc
     return parse_models_config(data, builtin, file)
 
