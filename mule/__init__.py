@@ -9,52 +9,60 @@ model, wire codec and model streams.
 """
 
 from mule.effects import (
-    MuleCompletedTurn,
-    MuleResume,
-    MuleRunOutcome,
-    MuleRunSettings,
-    MuleStreamFunction,
-    RunLimits,
-    StreamNotEnded,
-)
-from mule.effects._errors import MuleError, MulePhase
-from mule.effects._events import (
     MessageEnd,
     MessageStart,
     MessageUpdate,
     ModelPrompt,
+    MuleCompletedTurn,
+    MuleError,
     MuleEvent,
-    RunEnd,
-    RunStart,
-    ToolExecutionEnd,
-    ToolExecutionStart,
-    ToolExecutionUpdate,
-    TurnEnd,
-    TurnStart,
-)
-from mule.effects._identity import MuleIdentity, MuleIdentityKind
-from mule.effects._tools import (
+    MuleIdentity,
+    MuleIdentityKind,
+    MulePhase,
+    MuleResume,
+    MuleRunOutcome,
+    MuleRunSettings,
+    MuleStreamFunction,
     MuleToolCheckpoint,
     MuleToolExecutionPart,
     MuleToolRejection,
     MuleToolResult,
+    RunEnd,
+    RunLimits,
+    RunStart,
+    StreamNotEnded,
     ToolCompleted,
+    ToolExecutionEnd,
+    ToolExecutionStart,
+    ToolExecutionUpdate,
     ToolPending,
     ToolStarted,
+    TurnEnd,
+    TurnStart,
 )
-from mule.pi import AbortController, AbortError, AbortSignal, MissingExtraError
-from mule.pi._retry import PI_CODING_AGENT_RETRY_DEFAULTS, RetryPolicy
-from mule.promise._function_tool import tool
-from mule.promise._run import Mule, MuleRunFailed, mule, run
-from mule.promise._stream import MuleStream, stream
-from mule.promise._sync import run_sync
-from mule.promise._tool_context import ToolContext
-from mule.promise._types import (
+from mule.pi import (
+    PI_CODING_AGENT_RETRY_DEFAULTS,
+    AbortController,
+    AbortError,
+    AbortSignal,
+    MissingExtraError,
+    RetryPolicy,
+)
+from mule.promise import (
+    Mule,
     MulePromiseListener,
+    MuleRunFailed,
     MuleRunInput,
+    MuleStream,
     MuleTool,
     MuleToolPreparation,
     MuleToolPrepared,
+    ToolContext,
+    mule,
+    run,
+    run_sync,
+    stream,
+    tool,
 )
 
 

@@ -432,7 +432,7 @@ async def _aclose(it: object) -> None:
 
 
 def _default_stream() -> Callable[..., Any]:
-    from mule.pi.providers._simple import stream_simple
+    from mule.pi.providers import stream_simple
 
     return stream_simple
 

@@ -37,9 +37,13 @@ from mule.effects._tools import (
 )
 from mule.effects._turns import _end_turn
 from mule.effects._txn import _error_result, _fail, _Txn
-from mule.pi import ToolArgumentsError, ToolSchemaError
-from mule.pi._content import ToolCall
-from mule.pi._messages import AssistantMessage, ToolResultMessage
+from mule.pi import (
+    AssistantMessage,
+    ToolArgumentsError,
+    ToolCall,
+    ToolResultMessage,
+    ToolSchemaError,
+)
 
 INTERRUPTED_UNSAFE = "Tool call was interrupted and is not safe to replay"
 

@@ -11,12 +11,14 @@ from mule.effects._identity import MuleIdentity
 from mule.effects._inputs import MulePortsInput
 from mule.effects._state import RunConfig
 from mule.effects._tools import ToolCompleted, ToolPending, ToolStarted
-from mule.pi import StreamOptions, ToolSchemaError, ToolValidator
-from mule.pi._content import ToolCall
-from mule.pi._messages import (
+from mule.pi import (
     SUCCESS_STOP_REASONS,
     AssistantMessage,
+    StreamOptions,
+    ToolCall,
     ToolResultMessage,
+    ToolSchemaError,
+    ToolValidator,
     UserMessage,
 )
 

@@ -8,9 +8,14 @@ from attrs import field, frozen
 
 from mule.effects._identity import MuleIdentity
 from mule.effects._tools import MuleToolResult, Replay
-from mule.pi._content import ToolCall
-from mule.pi._events import AssistantMessageEvent, PartialSource
-from mule.pi._messages import AssistantMessage, Message, ToolResultMessage
+from mule.pi import (
+    AssistantMessage,
+    AssistantMessageEvent,
+    Message,
+    PartialSource,
+    ToolCall,
+    ToolResultMessage,
+)
 
 RunStatus: TypeAlias = Literal["completed", "cancelled", "failed"]
 

@@ -62,10 +62,14 @@ from mule.effects._settings import MuleStreamFunction
 from mule.effects._state import RunConfig, RunState
 from mule.effects._tools import MulePreparedCall, MuleToolExecutionPart, MuleToolRejection
 from mule.effects._transition import step
-from mule.pi import AbortController, AbortSignal, child_controller
-from mule.pi._events import EVENT_CLASSES
-from mule.pi._messages import AssistantMessage
-from mule.pi._stream import AssistantMessageEventStream
+from mule.pi import (
+    EVENT_CLASSES,
+    AbortController,
+    AbortSignal,
+    AssistantMessage,
+    AssistantMessageEventStream,
+    child_controller,
+)
 
 _EVENTS = frozenset(EVENT_TYPES.values())
 _PI_EVENTS = frozenset(EVENT_CLASSES)

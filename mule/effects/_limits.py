@@ -13,7 +13,7 @@ from typing import Literal, TypeAlias, final
 
 from attrs import frozen
 
-from mule.pi._messages import Usage, UsageCost
+from mule.pi import Usage, UsageCost
 
 LimitName: TypeAlias = Literal["max_turns", "max_output_tokens", "max_cost_usd"]
 

@@ -10,7 +10,7 @@ from typing_extensions import TypeVar
 from mule.effects._events import RunStatus
 from mule.effects._identity import MuleIdentity
 from mule.effects._limits import LimitName
-from mule.pi._messages import ZERO_USAGE, AssistantMessage, Message, ToolResultMessage, Usage
+from mule.pi import ZERO_USAGE, AssistantMessage, Message, ToolResultMessage, Usage
 
 OutputT = TypeVar("OutputT", default=None)
 """The type of a run's structured output (`None` when it has none)."""

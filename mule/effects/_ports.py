@@ -19,9 +19,7 @@ from mule.effects._errors import MuleError
 from mule.effects._events import MuleEvent
 from mule.effects._outcome import MuleCompletedTurn
 from mule.effects._tools import MuleCallPreparation
-from mule.pi import AbortSignal
-from mule.pi._content import ToolCall
-from mule.pi._messages import Message
+from mule.pi import AbortSignal, Message, ToolCall
 
 EmitPort: TypeAlias = Callable[[MuleEvent, AbortSignal], Awaitable[Result[None, MuleError]]]
 ResolveKeyPort: TypeAlias = Callable[[str, AbortSignal], Awaitable[Result[str | None, MuleError]]]

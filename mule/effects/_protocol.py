@@ -11,10 +11,14 @@ from mule.effects._errors import MuleError
 from mule.effects._events import MuleEvent
 from mule.effects._outcome import MuleCompletedTurn, MuleRunOutcome
 from mule.effects._tools import MuleCallPreparation, MuleToolExecutionPart
-from mule.pi._content import ToolCall
-from mule.pi._context import Context, StreamOptions
-from mule.pi._events import AssistantMessageEvent
-from mule.pi._messages import AssistantMessage, Message
+from mule.pi import (
+    AssistantMessage,
+    AssistantMessageEvent,
+    Context,
+    Message,
+    StreamOptions,
+    ToolCall,
+)
 
 # -- facts (past tense): what happened --------------------------------------------------------
 

@@ -7,7 +7,7 @@ from typing import final
 from attrs import frozen
 
 from mule.effects._tools import MuleToolCheckpoint
-from mule.pi._messages import AssistantMessage
+from mule.pi import AssistantMessage
 
 
 @final

@@ -15,13 +15,19 @@ from mule.effects._outcome import MuleRunOutcome
 from mule.effects._protocol import Finish
 from mule.effects._settings import MuleStreamFunction
 from mule.effects._transition import initial_state
-from mule.pi import AbortController, AbortSignal, as_exception, child_controller
-from mule.pi._content import TextContent
-from mule.pi._messages import ZERO_USAGE, AssistantMessage
+from mule.pi import (
+    ZERO_USAGE,
+    AbortController,
+    AbortSignal,
+    AssistantMessage,
+    TextContent,
+    as_exception,
+    child_controller,
+)
 
 
 def _default_stream() -> MuleStreamFunction:
-    from mule.pi.providers._simple import stream_simple
+    from mule.pi.providers import stream_simple
 
     return stream_simple
 

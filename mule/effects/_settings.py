@@ -10,11 +10,15 @@ from attrs import frozen
 from mule.effects._limits import RunLimits
 from mule.effects._resume import MuleResume
 from mule.effects._tools import ExecutionMode
-from mule.pi._context import Context, StreamOptions
-from mule.pi._messages import AssistantMessage, Message
-from mule.pi._model import Model
-from mule.pi._retry import RetryPolicy
-from mule.pi._stream import AssistantMessageEventStream
+from mule.pi import (
+    AssistantMessage,
+    AssistantMessageEventStream,
+    Context,
+    Message,
+    Model,
+    RetryPolicy,
+    StreamOptions,
+)
 
 MuleStreamFunction: TypeAlias = Callable[
     [Model, Context, StreamOptions],

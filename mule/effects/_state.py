@@ -39,12 +39,19 @@ from mule.effects._identity import MuleIdentity
 from mule.effects._limits import LimitName, RunLimits
 from mule.effects._resume import MuleResume
 from mule.effects._tools import MuleToolDeclaration, MuleToolResult
-from mule.pi import ToolValidator
-from mule.pi._content import ToolCall
-from mule.pi._context import StreamOptions, Tool
-from mule.pi._messages import ZERO_USAGE, AssistantMessage, Message, ToolResultMessage, Usage
-from mule.pi._model import Model
-from mule.pi._retry import RetryPolicy
+from mule.pi import (
+    ZERO_USAGE,
+    AssistantMessage,
+    Message,
+    Model,
+    RetryPolicy,
+    StreamOptions,
+    Tool,
+    ToolCall,
+    ToolResultMessage,
+    ToolValidator,
+    Usage,
+)
 
 
 @final

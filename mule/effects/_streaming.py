@@ -31,8 +31,9 @@ from mule.effects._state import (
 )
 from mule.effects._turns import _end_turn
 from mule.effects._txn import _fail, _Txn
-from mule.pi._content import ToolCall
-from mule.pi._events import (
+from mule.pi import (
+    ZERO_USAGE,
+    AssistantMessage,
     DoneEvent,
     ErrorEvent,
     StartEvent,
@@ -42,12 +43,13 @@ from mule.pi._events import (
     ThinkingDeltaEvent,
     ThinkingEndEvent,
     ThinkingStartEvent,
+    ToolCall,
     ToolCallDeltaEvent,
     ToolCallEndEvent,
     ToolCallStartEvent,
+    is_retryable_assistant_error,
+    retry_delay_ms,
 )
-from mule.pi._messages import ZERO_USAGE, AssistantMessage
-from mule.pi._retry import is_retryable_assistant_error, retry_delay_ms
 
 
 def _on_stream(t: _Txn, phase: Streaming, fact: StreamFact) -> None:

@@ -9,11 +9,17 @@ from attrs import frozen
 from returns.result import Result
 
 from mule.effects._errors import MuleError
-from mule.pi import AbortSignal
-from mule.pi._content import ImageContent, TextContent, ToolCall
-from mule.pi._context import Tool
-from mule.pi._json import JsonObject, JsonValue  # noqa: F401 (resolves the recursive alias)
-from mule.pi._messages import ToolResultMessage, Usage
+from mule.pi import (  # noqa: F401 (resolves the recursive alias)
+    AbortSignal,
+    ImageContent,
+    JsonObject,
+    JsonValue,
+    TextContent,
+    Tool,
+    ToolCall,
+    ToolResultMessage,
+    Usage,
+)
 
 Replay: TypeAlias = Literal["safe", "unsafe"]
 ExecutionMode: TypeAlias = Literal["parallel", "sequential"]

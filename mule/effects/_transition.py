@@ -63,10 +63,11 @@ from mule.effects._state import (
 from mule.effects._streaming import _on_stream
 from mule.effects._turns import _after_stop, _attempt, _call_model, _on_poll, _open_turn, _turn_body
 from mule.effects._txn import _cancel, _complete, _fail, _Txn
-from mule.pi._events import (
+from mule.pi import (
     BLOCK_EVENT_TYPES,
     DoneEvent,
     ErrorEvent,
+    Message,
     StartEvent,
     TextDeltaEvent,
     TextEndEvent,
@@ -78,7 +79,6 @@ from mule.pi._events import (
     ToolCallEndEvent,
     ToolCallStartEvent,
 )
-from mule.pi._messages import Message
 
 _BLOCK_EVENTS = BLOCK_EVENT_TYPES
 P = TypeVar("P")

@@ -29,8 +29,7 @@ from mule.effects._state import (
     Streaming,
 )
 from mule.effects._txn import _complete, _Txn
-from mule.pi._context import Context
-from mule.pi._messages import AssistantMessage, Message, ToolResultMessage
+from mule.pi import AssistantMessage, Context, Message, ToolResultMessage
 
 
 def _open_turn(t: _Txn) -> None:

@@ -25,8 +25,7 @@ from mule.effects._state import (
 from mule.effects._tools import (
     MuleToolResult,
 )
-from mule.pi._content import TextContent
-from mule.pi._messages import ZERO_USAGE, AssistantMessage
+from mule.pi import ZERO_USAGE, AssistantMessage, TextContent
 
 
 class _Txn:

@@ -10,30 +10,28 @@ from collections.abc import Iterable, Sequence
 
 from attrs import define, field
 
-from mule.effects import MuleResume
-from mule.effects._events import (
+from mule.effects import (
     MessageEnd,
     ModelPrompt,
     MuleEvent,
-    RunEnd,
-    RunStart,
-    ToolExecutionEnd,
-    ToolExecutionStart,
-    TurnEnd,
-)
-from mule.effects._tools import (
+    MuleResume,
     MuleToolCheckpoint,
     MuleToolResult,
     Replay,
+    RunEnd,
+    RunStart,
     ToolCompleted,
+    ToolExecutionEnd,
+    ToolExecutionStart,
     ToolPending,
     ToolStarted,
+    TurnEnd,
 )
-from mule.pi._content import ToolCall
-from mule.pi._messages import (
+from mule.pi import (
     SUCCESS_STOP_REASONS,
     AssistantMessage,
     Message,
+    ToolCall,
     ToolResultMessage,
 )
 

@@ -5,10 +5,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Protocol
 
-from mule.effects import MuleResume
-from mule.effects._events import MuleEvent
-from mule.pi import AbortSignal
-from mule.pi._messages import Message
+from mule.effects import MuleEvent, MuleResume
+from mule.pi import AbortSignal, Message
 
 
 class TranscriptOwner(Protocol):

@@ -44,6 +44,7 @@ from mule.pi._context import (
 from mule.pi._cost import calculate_cost
 from mule.pi._error_text import ToolArgumentsError, ToolSchemaError
 from mule.pi._events import (
+    BLOCK_EVENT_TYPES,
     EVENT_CLASSES,
     AssistantMessageEvent,
     BlockEvent,
@@ -90,7 +91,7 @@ from mule.pi._retry import (
 )
 from mule.pi._stream import AssistantMessageEventStream, IncompleteStreamError
 from mule.pi._validate import ToolValidator, validate_tool_arguments
-from mule.pi.providers._simple import (
+from mule.pi.providers import (
     ProviderSetupError,
     complete_simple,
     register_provider,
@@ -99,6 +100,7 @@ from mule.pi.providers._simple import (
 )
 
 __all__ = [
+    "BLOCK_EVENT_TYPES",
     "EVENT_CLASSES",
     "FAILURE_STOP_REASONS",
     "PI_CODEC",

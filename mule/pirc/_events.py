@@ -7,9 +7,8 @@ from typing import Any, ClassVar, Literal, TypeAlias, final
 
 from attrs import frozen
 
-from mule.effects._events import MuleEvent, RunStatus
-from mule.effects._identity import MuleIdentity
-from mule.pi._messages import AssistantMessage, Message
+from mule.effects import MuleEvent, MuleIdentity, RunStatus
+from mule.pi import AssistantMessage, Message
 
 # pi messages that mule's model has no class for (custom, bashExecution, compactionSummary, ...)
 # stay raw JSON objects.
@@ -168,7 +167,7 @@ class JobResult:
     @property
     def text(self) -> str:
         """The final assistant message's text ("" if none)."""
-        from mule.pi._messages import text_of
+        from mule.pi import text_of
 
         m = self.message
         return text_of(m) if m is not None else ""

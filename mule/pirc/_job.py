@@ -14,8 +14,8 @@ from typing import Any, Literal, TypeAlias, final
 
 from attrs import evolve, frozen
 
-from mule.effects._events import RunStatus
-from mule.pi._messages import AssistantMessage
+from mule.effects import RunStatus
+from mule.pi import AssistantMessage
 from mule.pirc._events import AgentEnd, BridgeEvent, PiMessage
 
 Phase: TypeAlias = Literal["waiting", "running", "settling", "retrying", "compacting", "done"]

@@ -16,11 +16,14 @@ from typing import Any, cast, final
 
 from attrs import evolve
 
-from mule.effects._events import (
+from mule.effects import (
     MessageEnd,
     MessageStart,
     MessageUpdate,
     MuleEvent,
+    MuleIdentity,
+    MuleIdentityKind,
+    MuleToolResult,
     RunEnd,
     RunStart,
     RunStatus,
@@ -30,28 +33,29 @@ from mule.effects._events import (
     TurnEnd,
     TurnStart,
 )
-from mule.effects._identity import MuleIdentity, MuleIdentityKind
-from mule.effects._tools import MuleToolResult
-from mule.pi._codec import WireError, decode, from_wire
-from mule.pi._content import AssistantContent, ImageContent, TextContent, ToolCall
-from mule.pi._events import (
+from mule.pi import (
+    ZERO_USAGE,
+    AssistantContent,
+    AssistantMessage,
     AssistantMessageEvent,
+    ImageContent,
+    Message,
+    TextContent,
     TextDeltaEvent,
     TextEndEvent,
     TextStartEvent,
     ThinkingDeltaEvent,
     ThinkingEndEvent,
     ThinkingStartEvent,
+    ToolCall,
     ToolCallDeltaEvent,
     ToolCallEndEvent,
     ToolCallStartEvent,
-)
-from mule.pi._messages import (
-    ZERO_USAGE,
-    AssistantMessage,
-    Message,
     ToolResultMessage,
     UserMessage,
+    WireError,
+    decode,
+    from_wire,
 )
 from mule.pirc._events import (
     AgentEnd,

@@ -13,17 +13,14 @@ import anyio
 import anyio.to_thread
 import docstring_parser
 
-from mule.effects._tools import (
+from mule.effects import (
     ExecutionMode,
     MuleToolExecutionPart,
     MuleToolRejection,
     MuleToolResult,
     Replay,
 )
-from mule.pi import AbortSignal
-from mule.pi._content import ImageContent, TextContent, ToolCall
-from mule.pi._context import Tool
-from mule.pi._json import JsonObject, JsonValue
+from mule.pi import AbortSignal, ImageContent, JsonObject, JsonValue, TextContent, Tool, ToolCall
 from mule.promise._tool_context import ToolContext
 from mule.promise._tool_types import ToolSignatureError, decode, schema_for, with_default
 from mule.promise._types import MuleTool, MuleToolPreparation, MuleToolPrepared

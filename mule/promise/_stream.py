@@ -11,8 +11,7 @@ from typing import Generic, Self, final
 
 from returns.result import Failure
 
-from mule.effects import MuleEvent, MuleRunFailed, MuleRunOutcome, OutputT
-from mule.effects._stream import RunStream
+from mule.effects import MuleEvent, MuleRunFailed, MuleRunOutcome, OutputT, RunStream
 from mule.pi import AbortError, AbortSignal, as_exception
 from mule.promise._adapt import core_input
 from mule.promise._output import attach_output, with_output

@@ -13,8 +13,7 @@ from typing import Any, final
 
 import anyio.from_thread
 
-from mule.pi import AbortSignal
-from mule.pi._content import ToolCall
+from mule.pi import AbortSignal, ToolCall
 
 
 @final

@@ -24,8 +24,8 @@ from mule.pi.models._custom import (
     merge_compat,
 )
 from mule.pi.models._models_json import read_models_json
-from mule.pi.providers._simple import clamp_thinking_level as _clamp
-from mule.pi.providers._simple import supported_thinking_levels
+from mule.pi.providers import clamp_thinking_level as _clamp
+from mule.pi.providers import supported_thinking_levels
 
 
 @final
