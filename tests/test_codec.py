@@ -145,7 +145,8 @@ def _add_junk(wire: Any, junk: Any) -> Any:
         return wire
     free = {"arguments", "details", "compat", "parameters", "headers", "thinkingLevelMap"}
     out = {k: v if k in free else _add_junk(v, junk) for k, v in wire.items()}
-    out["xNewerPiField"] = junk
+    if wire.get("type") != "toolCall":  # a tool call keeps its unknown keys (ToolCall.extras)
+        out["xNewerPiField"] = junk
     return out
 
 

@@ -52,7 +52,7 @@ from mule.pi._messages import (
     UserMessage,
 )
 from mule.pi._model import Model, ModelCost
-from mule.pi._unstructure import Compiler, Encoder, Spec, camel, is_free_json
+from mule.pi._unstructure import EXTRAS, Compiler, Encoder, Spec, camel, is_free_json
 
 T = TypeVar("T")
 
@@ -174,6 +174,12 @@ def _register_decoder(conv: cattrs.Converter, cls: type[Any], tag: tuple[str, st
     # Fields with a Python default (a timestamp of now) that the wire must still carry.
     required = tuple(a for a in attrs.fields(cls) if a.metadata.get(WIRE_REQUIRED))
 
+    # A class with an `extras` field keeps the keys it has no field for (in their order).
+    known = frozenset(camel(a.name) for a in attrs.fields(cls) if a.name != EXTRAS)
+    if tag is not None:
+        known |= {tag[0]}
+    keeps_extras = EXTRAS in attrs.fields_dict(cls)
+
     def checked(data: Any, t: Any) -> Any:
         if not isinstance(data, Mapping):
             _fail(f"expected a JSON object, got {type(data).__name__}")
@@ -182,6 +188,10 @@ def _register_decoder(conv: cattrs.Converter, cls: type[Any], tag: tuple[str, st
         for a in required:
             if camel(a.name) not in data:
                 _missing(cls, a)
+        if keeps_extras and not known.issuperset(data):
+            unknown = {k: v for k, v in data.items() if k not in known}
+            data = {k: v for k, v in data.items() if k in known}
+            data[EXTRAS] = unknown
         return (generated[0] if generated else generate())(data, t)
 
     conv.register_structure_hook(cls, checked)

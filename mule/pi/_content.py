@@ -72,6 +72,10 @@ class ToolCall:
             gate).
         thought_signature: A provider's opaque signature (Google), echoed back on the next
             call.
+        extras: The keys Pi's object carried that mule has no field for, in their order: the
+            scratch state of a call still streaming (`partialArgs`, `streamIndex`,
+            `partialJson`, `index`), so a partial message writes back as Pi wrote it. None for
+            finished calls.
 
     """
 
@@ -79,6 +83,7 @@ class ToolCall:
     name: str
     arguments: JsonObject = field(factory=dict)
     thought_signature: str | None = None
+    extras: JsonObject | None = field(default=None, kw_only=True)
     type: ClassVar[Literal["toolCall"]] = "toolCall"
 
 

@@ -150,9 +150,13 @@ class Compiler:
     def _generate(self, cls: type[Any], spec: Spec, omit: frozenset[str]) -> Encoder:
         hints = get_type_hints(cls)
         fields: list[tuple[str, Any, bool]] = []  # (attribute read, type, left out when None)
+        extras = False
         for a in attrs.fields(cls):
             public = a.name.lstrip("_")
             if public in omit:
+                continue
+            if a.name == EXTRAS:  # unknown wire keys, written back after the known ones
+                extras = True
                 continue
             if public != a.name and isinstance(getattr(cls, public, None), property):
                 # A private field behind a property (a lazy snapshot): write what it reads.
@@ -183,6 +187,8 @@ class Compiler:
             if nullable and code != value:
                 code = f"None if {value} is None else {code}"
             always.append(f"{key!r}: {code}")
+        if extras:
+            optional += [f"    if o.{EXTRAS}:", f"        res.update(o.{EXTRAS})"]
         source = "\n".join(
             ["def _self(o):", f"    res = {{{', '.join(always)}}}", *optional, "    return res"]
         )
@@ -193,4 +199,7 @@ class Compiler:
 
 _PLAIN: frozenset[Any] = frozenset({str, int, bool, Any})
 
-__all__ = ["Compiler", "Encoder", "Spec", "camel", "declared", "is_free_json"]
+# A field of this name holds the wire keys its class has no field for (decoded and re-written).
+EXTRAS = "extras"
+
+__all__ = ["EXTRAS", "Compiler", "Encoder", "Spec", "camel", "declared", "is_free_json"]

@@ -228,6 +228,7 @@ class EventMapper:
         self._calls: dict[str, MuleIdentity] = {}
         self._last_assistant: MuleIdentity | None = None
         self._superseded: dict[MuleIdentity, bool] = {}  # open runs a fresh one replaced
+        self._args: dict[str, Mapping[str, Any]] = {}  # arguments of started tool calls, by id
 
     @property
     def run(self) -> MuleIdentity | None:
@@ -412,11 +413,13 @@ class EventMapper:
             return [OtherPiEvent(run=run, data=data)]
         call_id = _str(data, "toolCallId")
         args = data.get("args")
-        call = ToolCall(
-            id=call_id,
-            name=_str(data, "toolName"),
-            arguments=args if isinstance(args, Mapping) else {},
-        )
+        if isinstance(args, Mapping):
+            self._args[call_id] = args
+        else:  # pi's tool_execution_end has no args: the call's arguments from its start
+            args = self._args.get(call_id, {})
+        call = ToolCall(id=call_id, name=_str(data, "toolName"), arguments=args)
+        if kind == "tool_execution_end":
+            self._args.pop(call_id, None)
         ident = self._calls.get(call_id) or self._call(call_id)
         if kind == "tool_execution_start":
             return [
