@@ -8,7 +8,8 @@ FULL (each tool call costs three commits: its start, its end and its result mess
 
 1. One run at a time (median of `--repeat`): wall time per tool call, and the *loop time* per
    tool call: the time the listener held the event loop (its synchronous part, or each step of
-   an async listener between two suspensions), which no other task in the process can use;
+   an async listener between two suspensions), which no other task in the process can use,
+   as wall time and as the loop thread's CPU time (the load-independent figure);
    and the journal's commits (transactions) per tool call.
 2. `--concurrent K` runs at once beside a ticker task that sleeps 1 ms in a loop: how late the
    ticker wakes (max and 99th percentile) says whether checkpoints block the other runs, and
@@ -69,16 +70,22 @@ async def _once(work: Workload, listener: Listen | None) -> float:
 
 
 class LoopClock:
-    """Wraps a listener and adds up the time it runs without yielding to the event loop."""
+    """Wraps a listener and adds up the time it runs without yielding to the event loop.
+
+    `seconds` is wall time (on a loaded machine it includes the loop thread being preempted
+    or waiting for the GIL); `cpu` is the loop thread's own CPU time in the same spans.
+    """
 
     def __init__(self, inner: Listen) -> None:
         self.inner = inner
         self.seconds = 0.0
+        self.cpu = 0.0
 
     def __call__(self, event: MuleEvent, signal: AbortSignal) -> Awaitable[None] | None:
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.thread_time()
         got = self.inner(event, signal)
         self.seconds += time.perf_counter() - start
+        self.cpu += time.thread_time() - cpu
         if got is not None and inspect.iscoroutine(got):
             return self._stepped(got)
         return got
@@ -89,13 +96,15 @@ class LoopClock:
         send: Any = None
         error: BaseException | None = None
         while True:
-            start = time.perf_counter()
+            start, cpu = time.perf_counter(), time.thread_time()
             try:
                 yielded = coro.send(send) if error is None else coro.throw(error)
             except StopIteration:
                 self.seconds += time.perf_counter() - start
+                self.cpu += time.thread_time() - cpu
                 return
             self.seconds += time.perf_counter() - start
+            self.cpu += time.thread_time() - cpu
             try:
                 send, error = (yield yielded), None
             except BaseException as exc:  # delivered into the coroutine at its next step
@@ -144,12 +153,13 @@ class _Listeners:
 
 async def _one_at_a_time(
     work: Workload, repeat: int, listeners: _Listeners
-) -> dict[str, tuple[float, float, float]]:
-    """(wall s, loop s, commits) per tool call, medians over `repeat` rounds, per kind."""
+) -> dict[str, tuple[float, float, float, float]]:
+    """(wall s, loop s, loop CPU s, commits) per tool call, medians over `repeat` rounds."""
     n = (work.turns - 1) * work.calls
     wall: dict[str, list[float]] = {k: [] for k in listeners.kinds()}
     loop: dict[str, list[float]] = {k: [] for k in listeners.kinds()}
     commits: dict[str, list[float]] = {k: [] for k in listeners.kinds()}
+    cpu: dict[str, list[float]] = {k: [] for k in listeners.kinds()}
     for _ in range(repeat):
         for kind in listeners.kinds():
             made = listeners.make(kind)
@@ -157,9 +167,15 @@ async def _one_at_a_time(
             before = listeners.commits(kind)
             wall[kind].append(await _once(work, clock) / n)
             loop[kind].append((clock.seconds if clock is not None else 0.0) / n)
+            cpu[kind].append((clock.cpu if clock is not None else 0.0) / n)
             commits[kind].append((listeners.commits(kind) - before) / n)
     return {
-        k: (statistics.median(wall[k]), statistics.median(loop[k]), statistics.median(commits[k]))
+        k: (
+            statistics.median(wall[k]),
+            statistics.median(loop[k]),
+            statistics.median(cpu[k]),
+            statistics.median(commits[k]),
+        )
         for k in wall
     }
 
@@ -206,12 +222,12 @@ async def _measure(args: argparse.Namespace, workdir: Path) -> None:
         )
         print(
             f"{'listener':<22}{'ms per tool call':>18}{'x in-memory':>13}{'loop ms/call':>14}"
-            f"{'commits/call':>14}"
+            f"{'loop CPU ms':>13}{'commits/call':>14}"
         )
-        for name, (wall, loop, commits) in alone.items():
+        for name, (wall, loop, loop_cpu, commits) in alone.items():
             print(
                 f"{name:<22}{wall * 1000:>18.3f}{wall / base:>13.1f}{loop * 1000:>14.3f}"
-                f"{commits:>14.2f}"
+                f"{loop_cpu * 1000:>13.3f}{commits:>14.2f}"
             )
         if args.concurrent:
             print(f"\n{args.concurrent} runs at once beside a {TICK_S * 1000:.0f} ms ticker")
