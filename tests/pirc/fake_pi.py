@@ -11,6 +11,9 @@ The scenario comes from `FAKE_PI_SCENARIO`:
     command  `/dialog` opens a confirm and answers the prompt only once the dialog is answered
              (like an extension command); `/late` answers after FAKE_PI_LATE s, then runs;
              any other prompt runs at once, answering `echo:<message>`
+    die      `prompt` starts a run, then pi dies (exit 1) mid-stream
+    flood    `prompt` floods 20,000 streaming updates before finishing its run
+    garbage  `prompt` writes random bytes (invalid UTF-8, NULs, stray braces) before its run
     deep     like ok, but the run is preceded by a line nested 100,000 deep and one 300 deep
     deaf     never reads stdin, ignores SIGTERM, and leaves a grandchild in its own session
              holding stdout open (its pid on stderr as `grandchild=PID`): nothing but SIGKILL
@@ -22,6 +25,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import signal
 import sys
 import time
@@ -175,6 +179,37 @@ def main() -> None:
                 out({"type": "response", "command": "nothing_sent", "success": True})
                 out({"type": "response", "id": "nobody", "command": "get_state", "success": True})
                 run("line\u2028sep\u2029end")
+            elif SCENARIO == "die":
+                out({"type": "agent_start"})
+                out({"type": "turn_start"})
+                sys.stdout.write('{"type":"message_upd')  # dies mid-line
+                sys.stdout.flush()
+                os._exit(1)
+            elif SCENARIO == "flood":
+                msg = assistant("x")
+                update = json.dumps(
+                    {
+                        "type": "message_update",
+                        "message": msg,
+                        "assistantMessageEvent": {
+                            "type": "text_delta",
+                            "contentIndex": 0,
+                            "delta": "x",
+                            "partial": msg,
+                        },
+                    }
+                )
+                out({"type": "agent_start"})
+                out({"type": "turn_start"})
+                out({"type": "message_start", "message": {**msg, "content": []}})
+                sys.stdout.write((update + "\n") * 20_000)
+                out({"type": "message_end", "message": msg})
+                out({"type": "turn_end", "message": msg, "toolResults": []})
+                out({"type": "agent_end", "messages": [msg]})
+            elif SCENARIO == "garbage":
+                rnd = random.Random(7)
+                raw(bytes(rnd.randrange(256) for _ in range(20_000)) + b"\n{}}{\x00\xff\n")
+                run("after garbage")
             elif SCENARIO == "deep":
                 raw(b'{"type":"message_update","x":' + b"[" * 100_000 + b"]" * 100_000 + b"}\n")
                 raw(b'{"type":"message_update","x":' + b"[" * 300 + b"]" * 300 + b"}\n")
