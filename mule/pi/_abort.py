@@ -12,7 +12,7 @@ import contextlib
 import time
 from collections.abc import Callable, Iterable
 from operator import attrgetter
-from typing import final
+from typing import TYPE_CHECKING, final
 
 import anyio
 
@@ -53,14 +53,25 @@ class AbortSignal:
 
     # Read-only views for the per-event path: a property over a C getter costs about as
     # much as reading the slot, and reads no clock.
-    fired = property(
-        attrgetter("_aborted"),
-        doc="Whether the signal has aborted already (without checking a timeout's clock).",
-    )
-    deadline = property(
-        attrgetter("_deadline"),
-        doc="The `time.monotonic()` deadline of a timeout signal, else None.",
-    )
+    if TYPE_CHECKING:
+
+        @property
+        def fired(self) -> bool:
+            """Whether the signal has aborted already (without checking a timeout's clock)."""
+
+        @property
+        def deadline(self) -> float | None:
+            """The `time.monotonic()` deadline of a timeout signal, else None."""
+
+    else:
+        fired = property(
+            attrgetter("_aborted"),
+            doc="Whether the signal has aborted already (without checking a timeout's clock).",
+        )
+        deadline = property(
+            attrgetter("_deadline"),
+            doc="The `time.monotonic()` deadline of a timeout signal, else None.",
+        )
 
     @property
     def reason(self) -> object:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from operator import attrgetter
-from typing import Any, ClassVar, Literal, Protocol, TypeAlias, final
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, TypeAlias, final
 
 from attrs import field, fields, frozen
 
@@ -39,10 +39,17 @@ class _PartialEvent:
         return _resolve(self._partial)
 
     # A property over a C getter: the machine reads it for every streamed delta.
-    partial_source = property(
-        attrgetter("_partial"),
-        doc="The partial as given: a message, or a lazy snapshot not yet materialised.",
-    )
+    if TYPE_CHECKING:
+
+        @property
+        def partial_source(self) -> AssistantMessage | PartialSource:
+            """The partial as given: a message, or a lazy snapshot not yet materialised."""
+
+    else:
+        partial_source = property(
+            attrgetter("_partial"),
+            doc="The partial as given: a message, or a lazy snapshot not yet materialised.",
+        )
 
     def _key(self) -> tuple[Any, ...]:
         return tuple(
