@@ -37,8 +37,8 @@ class Ports:
 
     `emit` receives every event (awaited: back-pressure); `resolve_key` answers before each
     model call; `steering` and `follow_up` are Pi's message polls; `should_stop` is asked after
-    each turn; `prepare_tool` decodes and authorises one call of a declared tool (it is only
-    called for calls that passed the tool's schema gate).
+    each turn; `prepare_tool` decodes and authorises one call of a declared tool (only calls
+    that passed the tool's schema gate reach it, carrying the gate's coerced arguments).
 
     Attributes:
         emit: Receives every event; awaited (back-pressure).
