@@ -32,7 +32,7 @@ _EXPECTED = {
     "tools": ["progress: mules: reading", "progress: mules: indexing"],
     "conversations": [],
     "durable": ["completed\n['user', 'assistant', 'toolResult', 'assistant']\ncompleted"],
-    "output": ["City(name='Paris', population=2100000)"],
+    "output": ["City(name='Paris', population=2100000)", "City(name='Rome', population=2800000)"],
 }
 
 

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import dataclasses
+import datetime
 from typing import Any, TypedDict
 
 import attrs
 import pydantic
 import pytest
+from returns.result import Failure, Result, Success
 
 import mule
-from mule.effects import MuleEvent
+from mule import effects
+from mule.effects import MuleError, MuleEvent, MulePortsInput, Ports
 from mule.pi import Model, UserMessage
 from mule.pi._scripted import Call, Reply, ScriptedModel, reply
 
@@ -161,3 +164,127 @@ async def test_no_output_type_means_no_output_tool() -> None:
     )
     assert out.output is None
     assert script.calls[0][1].tools is None
+
+
+# The Effect root: the same output tool through `mule.effects.run` and `mule.effects.stream`.
+
+
+def _core(replies: list[Reply], output_type: Any, **kw: Any) -> MulePortsInput[Any]:
+    return MulePortsInput(
+        model=MODEL,
+        system_prompt="",
+        messages=(UserMessage("answer"),),
+        stream=ScriptedModel(replies),
+        output_type=output_type,
+        **kw,
+    )
+
+
+@pytest.mark.anyio
+async def test_the_effect_root_decodes_the_output() -> None:
+    result = await effects.run(
+        MulePortsInput(
+            model=MODEL,
+            system_prompt="",
+            messages=(UserMessage("answer"),),
+            stream=ScriptedModel([_final({"name": "Paris", "population": 3})]),
+            output_type=City,
+        )
+    )
+    outcome = result.unwrap()
+    city: City = outcome.output  # mypy knows: Result[MuleRunOutcome[City], MuleError]
+    assert city == City("Paris", 3)
+    assert [m.role for m in outcome.messages] == ["assistant", "toolResult"]
+
+
+@pytest.mark.anyio
+async def test_the_effect_stream_carries_the_output_and_sees_the_tool() -> None:
+    seen: list[str] = []
+    async with effects.stream(_core([_final({"name": "Rex", "legs": 3})], Pet)) as run:
+        async for event in run:
+            seen.append(event.type)
+    assert isinstance(run.outcome, Success)
+    assert run.outcome.unwrap().output == Pet("Rex", 3)
+    assert seen.count("tool_execution_end") == 1
+    assert seen[-1] == "run_end"
+
+
+@pytest.mark.anyio
+async def test_the_effect_root_retries_then_fails_as_a_value() -> None:
+    ends: list[str] = []
+
+    async def emit(event: MuleEvent, _: object) -> Result[None, MuleError]:
+        if event.type == "run_end":
+            ends.append(event.outcome)
+        return Success(None)
+
+    replies = [_final({"name": "x"}, "o1"), _final({"name": "y"}, "o2"), reply("never")]
+    result = await effects.run(_core(replies, City, output_retries=1, ports=Ports(emit=emit)))
+    assert isinstance(result, Failure)
+    assert result.failure().phase == "tool"
+    assert "output_retries=1" in result.failure().message
+    assert ends == ["failed"]
+
+
+@pytest.mark.anyio
+async def test_the_effect_root_asks_for_the_tool_after_a_text_answer() -> None:
+    script = ScriptedModel([reply("Paris."), _final({"name": "Paris", "population": 1})])
+    result = await effects.run(
+        MulePortsInput(
+            model=MODEL,
+            system_prompt="",
+            messages=(UserMessage("answer"),),
+            stream=script,
+            output_type=City,
+        )
+    )
+    assert result.unwrap().output == City("Paris", 1)
+    assert "final_result" in str(script.calls[1][1].messages[-1].content)
+
+
+@pytest.mark.anyio
+async def test_text_answers_past_the_retries_fail_the_effect_run() -> None:
+    result = await effects.run(_core([reply("no"), reply("still no")], City, output_retries=1))
+    assert isinstance(result, Failure)
+    assert result.failure().phase == "tool"
+    assert "without calling final_result" in result.failure().message
+
+
+@pytest.mark.anyio
+async def test_the_output_tool_sits_beside_the_hosts_tools() -> None:
+    @mule.tool
+    def add(a: int, b: int) -> int:
+        """Add two numbers."""
+        return a + b
+
+    replies = [reply(Call("c1", "add", {"a": 1, "b": 2})), _final({"response": 3})]
+    out = await mule.run(_inp(replies, int, tools=(add,)))
+    assert out.output == 3
+    assert [m.role for m in out.messages] == ["assistant", "toolResult"] * 2
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("kw", "needle"),
+    [
+        ({"output_type": City, "output_retries": -1}, "output_retries"),
+        ({"output_type": datetime.datetime}, "output_type"),
+    ],
+)
+async def test_bad_output_settings_are_control_errors(kw: dict[str, Any], needle: str) -> None:
+    result = await effects.run(
+        MulePortsInput(
+            model=MODEL,
+            system_prompt="",
+            messages=(UserMessage("answer"),),
+            stream=ScriptedModel([reply("x")]),
+            **kw,
+        )
+    )
+    assert isinstance(result, Failure)
+    assert result.failure().phase == "control"
+    assert needle in result.failure().message
+    with pytest.raises(mule.MuleRunFailed):
+        await mule.run(
+            _inp([reply("x")], kw["output_type"], output_retries=kw.get("output_retries", 1))
+        )

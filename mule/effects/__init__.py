@@ -34,6 +34,7 @@ from mule.effects._identity import MuleIdentity, MuleIdentityKind
 from mule.effects._inputs import MulePortsInput
 from mule.effects._limits import LimitName, RunLimits
 from mule.effects._outcome import MuleCompletedTurn, MuleRunOutcome, OutputT
+from mule.effects._output import OUTPUT_TOOL
 from mule.effects._ports import (
     EmitPort,
     PollPort,
@@ -46,6 +47,9 @@ from mule.effects._resume import MuleResume
 from mule.effects._run import run, run_future
 from mule.effects._settings import MuleRunSettings, MuleStreamFunction
 from mule.effects._stream import CONSUMER_LEFT, RunStream, StreamNotEnded, stream
+from mule.effects._tool_types import ToolSignatureError, schema_for
+from mule.effects._tool_types import decode as decode_as
+from mule.effects._tool_types import with_default as schema_with_default
 from mule.effects._tools import (
     ExecutionMode,
     MuleCallPreparation,
@@ -67,6 +71,7 @@ __all__ = [
     "EVENT_TYPES",
     "INTERRUPTED_UNSAFE",
     "MULE_CODEC",
+    "OUTPUT_TOOL",
     "EmitPort",
     "ExecutionMode",
     "LimitName",
@@ -112,9 +117,11 @@ __all__ = [
     "ToolExecutionStart",
     "ToolExecutionUpdate",
     "ToolPending",
+    "ToolSignatureError",
     "ToolStarted",
     "TurnEnd",
     "TurnStart",
+    "decode_as",
     "event_from_record",
     "event_from_wire",
     "event_to_record",
@@ -123,6 +130,8 @@ __all__ = [
     "from_wire",
     "run",
     "run_future",
+    "schema_for",
+    "schema_with_default",
     "stream",
     "to_json",
     "to_wire",

@@ -6,6 +6,7 @@ from typing import final
 
 from attrs import field, frozen
 
+from mule.effects._outcome import OutputT
 from mule.effects._ports import Ports
 from mule.effects._settings import MuleRunSettings
 from mule.effects._tools import MuleToolDeclaration
@@ -13,7 +14,7 @@ from mule.effects._tools import MuleToolDeclaration
 
 @final
 @frozen(kw_only=True)
-class MulePortsInput(MuleRunSettings):
+class MulePortsInput(MuleRunSettings[OutputT]):
     """Everything one run of the core needs: settings, tool declarations and `Ports`.
 
     Attributes:

@@ -11,7 +11,8 @@ from mule.effects._errors import MuleError
 from mule.effects._identity import MuleIdentity
 from mule.effects._inputs import MulePortsInput
 from mule.effects._interpret import Interpreter, now_ms
-from mule.effects._outcome import MuleRunOutcome
+from mule.effects._outcome import MuleRunOutcome, OutputT
+from mule.effects._output import attach_output, with_output
 from mule.effects._protocol import Finish
 from mule.effects._settings import MuleStreamFunction
 from mule.effects._transition import initial_state
@@ -60,14 +61,29 @@ def _cancelled_before_start(inp: MulePortsInput, reason: object) -> MuleRunOutco
 
 
 async def run(
-    inp: MulePortsInput, signal: AbortSignal | None = None
-) -> Result[MuleRunOutcome, MuleError]:
+    inp: MulePortsInput[OutputT], signal: AbortSignal | None = None
+) -> Result[MuleRunOutcome[OutputT], MuleError]:
     """Run one complete Pi model/tool loop; the host takes part through `inp.ports`.
 
     Returns `Success(outcome)` when the run completed or was cancelled through `signal`
     (`outcome.status` says which), and `Failure(MuleError)` when it failed. Cancelling the
     calling task emits `run_end(cancelled)` and re-raises the backend's cancellation.
+    With `inp.output_type`, the model answers through the `final_result` tool and
+    `outcome.output` is the decoded value.
     """
+    wired = with_output(inp)
+    if isinstance(wired, Failure):
+        return wired
+    full, box = wired.unwrap()
+    result = await _run(full, signal)
+    if isinstance(result, Failure):
+        return result
+    return Success(attach_output(result.unwrap(), box))
+
+
+async def _run(
+    inp: MulePortsInput, signal: AbortSignal | None
+) -> Result[MuleRunOutcome, MuleError]:
     checked = check_input(inp)
     if isinstance(checked, Failure):
         return checked
@@ -117,8 +133,8 @@ async def run(
 
 
 def run_future(
-    inp: MulePortsInput, signal: AbortSignal | None = None
-) -> FutureResult[MuleRunOutcome, MuleError]:
+    inp: MulePortsInput[OutputT], signal: AbortSignal | None = None
+) -> FutureResult[MuleRunOutcome[OutputT], MuleError]:
     """Return `run(...)` as a `FutureResult`, for `returns` pipelines."""
     return FutureResult(run(inp, signal))
 

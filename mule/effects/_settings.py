@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import TypeAlias
+from typing import Generic, TypeAlias
 
 from attrs import frozen
 
 from mule.effects._limits import RunLimits
+from mule.effects._outcome import OutputT
 from mule.effects._resume import MuleResume
 from mule.effects._tools import ExecutionMode
 from mule.pi import (
@@ -27,7 +28,7 @@ MuleStreamFunction: TypeAlias = Callable[
 
 
 @frozen(kw_only=True)
-class MuleRunSettings:
+class MuleRunSettings(Generic[OutputT]):
     """Run inputs shared by the Result (effects) and the promise roots.
 
     Attributes:
@@ -46,6 +47,12 @@ class MuleRunSettings:
             one.
         limits: Bounds on turns, output tokens and cost (`RunLimits`), checked after each
             turn.
+        output_type: Structured output: the type of the final answer (a dataclass, attrs
+            class, `TypedDict`, primitive, or pydantic model). The model returns it by calling
+            a terminating `final_result` tool whose schema is the type's; the decoded value is
+            `MuleRunOutcome.output`.
+        output_retries: How many invalid outputs (or text answers without the tool) go back
+            to the model before the run fails with `MuleError(tool)`.
 
     """
 
@@ -60,6 +67,8 @@ class MuleRunSettings:
     retry: RetryPolicy | None = None
     retry_after_ms: Callable[[AssistantMessage], float | None] | None = None
     limits: RunLimits | None = None
+    output_type: type[OutputT] | None = None
+    output_retries: int = 1
 
 
 __all__ = ["MuleRunSettings", "MuleStreamFunction"]

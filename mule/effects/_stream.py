@@ -10,7 +10,7 @@ consumer has gone) and `outcome` says so.
 from __future__ import annotations
 
 from types import TracebackType
-from typing import Final, Self, final
+from typing import Final, Generic, Self, final
 
 import anyio
 from anyio.abc import TaskGroup
@@ -20,7 +20,7 @@ from returns.result import Failure, Result, Success
 from mule.effects._errors import MuleError
 from mule.effects._events import MuleEvent
 from mule.effects._inputs import MulePortsInput
-from mule.effects._outcome import MuleRunOutcome
+from mule.effects._outcome import MuleRunOutcome, OutputT
 from mule.effects._run import run
 from mule.pi import AbortController, AbortSignal, child_controller
 
@@ -35,7 +35,7 @@ class StreamNotEnded(RuntimeError):
 
 
 @final
-class RunStream:
+class RunStream(Generic[OutputT]):
     """One run as an async context manager and async iterator of its `MuleEvent`s.
 
     Use it as `async with stream(inp) as run: async for event in run: ...`; after the block
@@ -61,14 +61,14 @@ class RunStream:
 
     def __init__(
         self,
-        inp: MulePortsInput,
+        inp: MulePortsInput[OutputT],
         signal: AbortSignal | None = None,
     ) -> None:
         # The input's own emit port sees every event first (a tracer, say); then the consumer.
         self._tap = inp.ports.emit
         self._input = evolve(inp, ports=evolve(inp.ports, emit=self._listen))
         self._signal = signal
-        self._result: Result[MuleRunOutcome, MuleError] | None = None
+        self._result: Result[MuleRunOutcome[OutputT], MuleError] | None = None
         self._entered = False
         # The hand-off, one event at a time (cheaper than a memory stream: one Event and one
         # task switch each way per event):
@@ -80,7 +80,7 @@ class RunStream:
         self._closed = False  # the consumer left: the listener waits no more
 
     @property
-    def outcome(self) -> Result[MuleRunOutcome, MuleError]:
+    def outcome(self) -> Result[MuleRunOutcome[OutputT], MuleError]:
         """The run's `Result`, once it ended (`StreamNotEnded` before)."""
         if self._result is None:
             raise StreamNotEnded("the run has not ended: read outcome after the async with block")
@@ -185,7 +185,7 @@ class RunStream:
             self._detach()
 
 
-def stream(inp: MulePortsInput, signal: AbortSignal | None = None) -> RunStream:
+def stream(inp: MulePortsInput[OutputT], signal: AbortSignal | None = None) -> RunStream[OutputT]:
     """Return the run of `inp` as an async context manager and iterator of its events.
 
     `async with stream(inp) as run: async for event in run: ...` then `run.outcome`, the run's
@@ -193,7 +193,7 @@ def stream(inp: MulePortsInput, signal: AbortSignal | None = None) -> RunStream:
     for a listener; leaving the block early cancels it (one `run_end(cancelled)`).
     The input's `ports.emit`, if given, sees every event first, including those after the
     consumer left (a tracer such as `mule.otel.traced`); its failure fails the run as any
-    listener's does.
+    listener's does. With `inp.output_type`, `outcome`'s value carries the decoded `output`.
     """
     return RunStream(inp, signal)
 

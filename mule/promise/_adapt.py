@@ -26,6 +26,7 @@ from mule.effects import (
     MuleToolDeclaration,
     MuleToolExecutionPart,
     MuleToolRejection,
+    OutputT,
     Ports,
     PreparePort,
 )
@@ -127,7 +128,7 @@ def _execution(
     return parts_of
 
 
-def ports(input: MuleRunInput, listener: MulePromiseListener | None = None) -> Ports:
+def ports(input: MuleRunInput[Any], listener: MulePromiseListener | None = None) -> Ports:
     """Return the core's `Ports` for a facade input and listener (callbacks adapted once)."""
     return Ports(
         emit=emit_port(listener),
@@ -139,7 +140,9 @@ def ports(input: MuleRunInput, listener: MulePromiseListener | None = None) -> P
     )
 
 
-def core_input(input: MuleRunInput, listener: MulePromiseListener | None = None) -> MulePortsInput:
+def core_input(
+    input: MuleRunInput[OutputT], listener: MulePromiseListener | None = None
+) -> MulePortsInput[OutputT]:
     """Return the core's input for a facade input: the same settings, declarations, `ports`.
 
     `mule.effects.run(core_input(input, listener), signal)` is the run `mule.run` makes, with

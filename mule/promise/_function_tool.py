@@ -19,10 +19,13 @@ from mule.effects import (
     MuleToolRejection,
     MuleToolResult,
     Replay,
+    ToolSignatureError,
+    decode_as,
+    schema_for,
+    schema_with_default,
 )
 from mule.pi import AbortSignal, ImageContent, JsonObject, JsonValue, TextContent, Tool, ToolCall
 from mule.promise._tool_context import ToolContext
-from mule.promise._tool_types import ToolSignatureError, decode, schema_for, with_default
 from mule.promise._types import MuleTool, MuleToolPreparation, MuleToolPrepared
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -161,7 +164,7 @@ def _parameters_schema(
     for key, hint in params.items():
         prop = schema_for(hint)
         if key in defaults:
-            prop = with_default(prop, defaults[key])
+            prop = schema_with_default(prop, defaults[key])
         text = described.get(key)
         if text and "description" not in prop:
             prop = {**prop, "description": " ".join(text.split())}
@@ -220,7 +223,7 @@ def _build(
         try:
             for key, value in call.arguments.items():
                 if key in params:
-                    kwargs[key] = decode(value, params[key])
+                    kwargs[key] = decode_as(value, params[key])
         except Exception as exc:
             return MuleToolRejection(f"Invalid arguments for tool {name}: {exc}")
 

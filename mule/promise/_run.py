@@ -10,7 +10,6 @@ from mule.effects import MuleRunFailed, MuleRunOutcome, OutputT
 from mule.effects import run as run_core
 from mule.pi import AbortError, AbortSignal, as_exception
 from mule.promise._adapt import core_input
-from mule.promise._output import attach_output, with_output
 from mule.promise._types import MulePromiseListener, MuleRunInput
 
 
@@ -30,11 +29,10 @@ class Mule:
         (an `AbortError` when the reason is not an exception) when `signal` aborted it, and the
         backend's cancellation exception when the calling task was cancelled.
         """
-        inp, listen, box = with_output(input, listener)
-        result = await run_core(core_input(inp, listen), signal)
+        result = await run_core(core_input(input, listener), signal)
         if isinstance(result, Failure):
             raise MuleRunFailed(result.failure())
-        outcome: MuleRunOutcome[OutputT] = attach_output(result.unwrap(), box)
+        outcome = result.unwrap()
         if outcome.status == "cancelled":
             reason = signal.reason if signal is not None else None
             raise as_exception(reason) if reason is not None else AbortError()

@@ -14,7 +14,6 @@ from returns.result import Failure
 from mule.effects import MuleEvent, MuleRunFailed, MuleRunOutcome, OutputT, RunStream
 from mule.pi import AbortError, AbortSignal, as_exception
 from mule.promise._adapt import core_input
-from mule.promise._output import attach_output, with_output
 from mule.promise._types import MulePromiseListener, MuleRunInput
 
 
@@ -29,7 +28,7 @@ class MuleStream(Generic[OutputT]):
     `MuleRunFailed`; when the caller's `signal` aborted it, the abort reason (as `mule.run`).
     """
 
-    __slots__ = ("_box", "_core")
+    __slots__ = ("_core",)
 
     def __init__(
         self,
@@ -37,8 +36,7 @@ class MuleStream(Generic[OutputT]):
         signal: AbortSignal | None = None,
         listener: MulePromiseListener | None = None,
     ) -> None:
-        full, listen, self._box = with_output(inp, listener)
-        self._core = RunStream(core_input(full, listen), signal)
+        self._core = RunStream(core_input(inp, listener), signal)
 
     @property
     def outcome(self) -> MuleRunOutcome[OutputT]:
@@ -50,7 +48,7 @@ class MuleStream(Generic[OutputT]):
         result = self._core.outcome
         if isinstance(result, Failure):
             raise MuleRunFailed(result.failure())
-        return attach_output(result.unwrap(), self._box)
+        return result.unwrap()
 
     @property
     def signal(self) -> AbortSignal:

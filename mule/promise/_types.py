@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from typing import ClassVar, Generic, Literal, TypeAlias, final
+from typing import ClassVar, Literal, TypeAlias, final
 
 from attrs import frozen
 
@@ -62,7 +62,7 @@ MulePromiseListener: TypeAlias = Callable[[MuleEvent, AbortSignal], Awaitable[No
 
 @final
 @frozen(kw_only=True)
-class MuleRunInput(MuleRunSettings, Generic[OutputT]):
+class MuleRunInput(MuleRunSettings[OutputT]):
     """Everything one run needs, with plain async callbacks.
 
     Attributes:
@@ -72,12 +72,6 @@ class MuleRunInput(MuleRunSettings, Generic[OutputT]):
             call).
         get_follow_up_messages: Pi's follow-up poll (messages that start another turn).
         should_stop_after_turn: Asked after each turn; True ends the run.
-        output_type: Structured output: the type of the final answer (a dataclass, attrs
-            class, `TypedDict`, primitive, or pydantic model). The model returns it by calling
-            a terminating `final_result` tool whose schema is the type's; the decoded value is
-            `MuleRunOutcome.output`.
-        output_retries: How many invalid outputs (or text answers without the tool) go back
-            to the model before the run fails with `MuleError(tool)`.
 
     """
 
@@ -88,8 +82,6 @@ class MuleRunInput(MuleRunSettings, Generic[OutputT]):
     should_stop_after_turn: Callable[[MuleCompletedTurn, AbortSignal], Awaitable[bool]] | None = (
         None
     )
-    output_type: type[OutputT] | None = None
-    output_retries: int = 1
 
 
 __all__ = [
