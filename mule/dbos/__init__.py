@@ -8,6 +8,7 @@ PostgreSQL run store (also a `TranscriptOwner`, like `mule.journal.Journal`). Se
 from mule.pi import needs_extra
 
 with needs_extra("dbos", "mule.dbos"):
+    from mule.dbos._observe import DurableRun, ListenerFactory
     from mule.dbos._store import PgStore, StoredEvent, StoreError, event_key, follow
     from mule.dbos._workflow import (
         DEFAULT_QUEUE,
@@ -25,6 +26,8 @@ __all__ = [
     "DEFAULT_QUEUE",
     "WORKFLOW_NAME",
     "AgentFactory",
+    "DurableRun",
+    "ListenerFactory",
     "MuleDBOSClient",
     "PgStore",
     "RunSummary",

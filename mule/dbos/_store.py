@@ -62,6 +62,12 @@ CREATE TABLE IF NOT EXISTS {s}.claims(
 CREATE TABLE IF NOT EXISTS {s}.workers(
     executor_id TEXT PRIMARY KEY,
     seen_ms BIGINT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS {s}.meta(
+    run_id TEXT NOT NULL,
+    key TEXT NOT NULL,
+    value TEXT NOT NULL,
+    PRIMARY KEY(run_id, key)
 )
 """
 
@@ -295,6 +301,17 @@ class PgStore:
         ).fetchone()
         return row is not None
 
+    def set_meta(self, run_id: str, key: str, value: str) -> None:
+        """Keep `key = value` with the run (the host's own metadata: a trace context, say)."""
+        row = self._x(
+            "INSERT INTO {0}.meta SELECT %s, %s, %s WHERE EXISTS"
+            " (SELECT 1 FROM {0}.runs WHERE run_id = %s)"
+            " ON CONFLICT (run_id, key) DO UPDATE SET value = EXCLUDED.value RETURNING key",
+            (run_id, key, value, run_id),
+        ).fetchone()
+        if row is None:
+            raise StoreError(f"unknown run {run_id!r}")
+
     def set_status(self, run_id: str, status: str) -> None:
         """Set a run's status (used when a run ends without its run_end, e.g. cancelled early)."""
         self._x(
@@ -311,6 +328,17 @@ class PgStore:
             raise StoreError(f"unknown run {run_id!r}")
         messages: tuple[Message, ...] = from_json(tuple[Message, ...], row[0])
         return messages
+
+    def meta(self, run_id: str) -> dict[str, str]:
+        """Return the run's metadata (see `set_meta`)."""
+        rows = self._x(
+            "SELECT r.run_id, m.key, m.value FROM {0}.runs r"
+            " LEFT JOIN {0}.meta m ON m.run_id = r.run_id WHERE r.run_id = %s",
+            (run_id,),
+        ).fetchall()
+        if not rows:
+            raise StoreError(f"unknown run {run_id!r}")
+        return {str(k): str(v) for _, k, v in rows if k is not None}
 
     def status(self, run_id: str) -> str:
         """Return the run's status: running, completed, failed or cancelled."""

@@ -35,6 +35,7 @@ from dbos import DBOS, DBOSClient, DBOSConfig, StepReservation, WorkflowHandle
 from returns.result import Failure
 
 import mule.promise as promise
+from mule.dbos._observe import DurableRun, ListenerFactory, both
 from mule.dbos._store import PgStore, StoredEvent, follow, now_ms
 from mule.effects import (
     INTERRUPTED_UNSAFE,
@@ -114,8 +115,16 @@ class RunSummary:
 class _Runtime:
     """The worker settings of this process (DBOS is one per process)."""
 
-    def __init__(self, url: str, executor_id: str, schema: str, cancel_poll_s: float) -> None:
+    def __init__(
+        self,
+        url: str,
+        executor_id: str,
+        schema: str,
+        cancel_poll_s: float,
+        listener: ListenerFactory | None = None,
+    ) -> None:
         self.url = url
+        self.listener = listener
         self.executor_id = executor_id
         self.store = PgStore(url, schema=schema)
         self.cancel_poll_s = cancel_poll_s
@@ -354,6 +363,18 @@ class _Durable:
             else:
                 yield MuleToolExecutionPart("result", from_wire(MuleToolResult, value["result"]))
 
+    def keep_meta(self, key: str, value: str) -> None:
+        """Write a metadata entry of the run in a worker thread (see `DurableRun.set_meta`)."""
+        self.tg.start_soon(self._write_meta, key, value)
+
+    async def _write_meta(self, key: str, value: str) -> None:
+        # Shielded: the workflow's task group is cancelled when the run ends, not this write.
+        with anyio.CancelScope(shield=True):
+            try:
+                await anyio.to_thread.run_sync(self.rt.store.set_meta, self.run_id, key, value)
+            except Exception as exc:  # the run goes on; only its metadata is missing
+                DBOS.logger.warning(f"mule: could not keep {key!r} of run {self.run_id}: {exc}")
+
     async def watch_cancel(self, controller: AbortController) -> None:
         """Abort the run once DBOS marks the workflow cancelled (from any process).
 
@@ -392,11 +413,17 @@ async def _mule_workflow(agent: str, run_id: str) -> dict[str, Any]:
         )
         # The log is for followers: DBOS's step records are what a replay relies on, and a
         # replay re-emits every checkpoint event, so commits ride on the flush timer.
-        listener = rt.store.listener(
+        recorder = rt.store.listener(
             run_id, segment=1, skip=durable.skip, commit_at=frozenset({"run_end"})
         )
+        listener: promise.MulePromiseListener = recorder
+        if rt.listener is not None:
+            meta = await anyio.to_thread.run_sync(rt.store.meta, run_id)
+            extra = rt.listener(DurableRun(run_id, agent, meta, durable.keep_meta))
+            if extra is not None:
+                listener = both(listener, extra)
         tg.start_soon(durable.watch_cancel, controller)
-        tg.start_soon(_flush_every, listener, rt.store.flush_ms / 1000)
+        tg.start_soon(_flush_every, recorder, rt.store.flush_ms / 1000)
         result = await run_core(core_input(wrapped, listener), controller.signal)
         tg.cancel_scope.cancel()
     if isinstance(result, Failure):
@@ -523,15 +550,19 @@ def launch_worker(
     dead_after_s: float = 10.0,
     queue_poll_s: float = 0.2,
     cancel_poll_s: float = 0.2,
+    listener: ListenerFactory | None = None,
 ) -> Worker:
     """Launch DBOS in this process and consume `queue` (register agents first).
 
     Workers on any number of machines share one PostgreSQL; `worker_concurrency` bounds the
     runs one worker executes at once, `global_concurrency` those of all workers together.
+    `listener` is called at the start of each execution of a run (the first, and each
+    recovery) and returns a listener that sees its events after the run store (a tracer:
+    see docs/otel.md); it runs in workflow code, so it must be deterministic.
     """
     global _RUNTIME
     executor_id = executor_id or f"mule-{uuid.uuid4().hex[:12]}"
-    _RUNTIME = _Runtime(url, executor_id, schema, cancel_poll_s)
+    _RUNTIME = _Runtime(url, executor_id, schema, cancel_poll_s, listener)
     DBOS(config=dbos_config(url, executor_id=executor_id, app_version=app_version))
     DBOS.launch()
     DBOS.register_queue(

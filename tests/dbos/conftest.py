@@ -36,12 +36,23 @@ def pg_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 class WorkerProc:
-    """One worker process (tests/dbos/worker.py), ready once it printed its executor id."""
+    """One worker process (tests/dbos/worker.py), ready once it printed its executor id.
 
-    def __init__(self, url: str, pause_dir: Path, executor_id: str | None = None) -> None:
+    `traced`: the worker traces each run execution with mule.otel (tests/dbos/worker.py).
+    """
+
+    def __init__(
+        self,
+        url: str,
+        pause_dir: Path,
+        executor_id: str | None = None,
+        *,
+        traced: bool = False,
+    ) -> None:
         self.executor_id = executor_id or f"w-{uuid.uuid4().hex[:8]}"
+        argv = [sys.executable, "-m", "tests.dbos.worker", url, self.executor_id, str(pause_dir)]
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tests.dbos.worker", url, self.executor_id, str(pause_dir)],
+            [*argv, "traced"] if traced else argv,
             cwd=ROOT,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
