@@ -254,6 +254,32 @@ async def test_two_concurrent_resumes_one_runs_the_other_fails_typed(
 
 
 @pytest.mark.anyio
+async def test_two_sequential_resumes_on_one_journal_run_once(tmp_path: Path) -> None:
+    """Both recover, the first runs to the end, then the second takes the run: refused."""
+    path, fx = tmp_path / "j.db", tmp_path / "fx"
+    with Journal(path, synchronous="NORMAL") as journal:
+        journal.begin("r", [USER])
+        await scenario(journal, "r", fx, stop_at=_after_assistant_with_calls)
+        gate = anyio.Event()
+        gate.set()
+        first = journal.recover("r")
+        second = journal.recover("r")
+        assert first == second
+        assert (await resume_once(journal, "r", fx, gate)).startswith("ran")
+        assert "moved on" in await resume_once_stale(journal, "r", fx, second)
+    assert all(n == 1 for n in effect_counts(fx).values())
+
+
+async def resume_once_stale(journal: Journal, run_id: str, effects: Path, state: object) -> str:
+    """Take the run with an earlier recovered state (no recover of its own)."""
+    try:
+        journal.listener(run_id)
+    except JournalError as exc:
+        return str(exc)
+    return f"ran with {state!r:.40}"
+
+
+@pytest.mark.anyio
 async def test_a_resume_after_another_finished_must_recover_again(tmp_path: Path) -> None:
     path, fx = tmp_path / "j.db", tmp_path / "fx"
     with Journal(path, synchronous="NORMAL") as journal:
@@ -262,8 +288,9 @@ async def test_a_resume_after_another_finished_must_recover_again(tmp_path: Path
         stale = Journal(path, synchronous="NORMAL")
         stale.recover("r")
         await scenario(journal, "r", fx)  # another writer resumes and finishes the run
-        with pytest.raises(JournalError, match="moved on since it was recovered"):
-            stale.listener("r")
+        for _ in range(2):  # a refused listener does not forget what its recover saw
+            with pytest.raises(JournalError, match="moved on since it was recovered"):
+                stale.listener("r")
         stale.recover("r")
         stale.listener("r")  # recovered afresh: the run is free
         stale.close()

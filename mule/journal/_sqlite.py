@@ -296,7 +296,9 @@ class Journal:
                     f"run {run_id!r} is held by another writer (pid {pid} on {host}):"
                     " a run is resumed by one writer at a time"
                 )
-            seen = self._recovered.pop(run_id, None)
+            # Kept until the next recover: a second task that recovered the same state on this
+            # `Journal` must be refused after the first has taken and even finished the run.
+            seen = self._recovered.get(run_id)
             if seen is not None and seen != (segments, claim):
                 raise JournalError(
                     f"run {run_id!r} moved on since it was recovered (another writer resumed"
