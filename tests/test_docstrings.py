@@ -13,7 +13,15 @@ import re
 import attrs
 import pytest
 
-FACES = ["mule", "mule.effects", "mule.promise", "mule.pi"]
+FACES = [
+    "mule",
+    "mule.effects",
+    "mule.promise",
+    "mule.pi",
+    "mule.journal",
+    "mule.tools",
+    "mule.mcp",
+]
 
 
 def _documented(cls: type) -> set[str]:

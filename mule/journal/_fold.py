@@ -68,7 +68,17 @@ class _OpenTurn:
 
 @define
 class Fold:
-    """The durable state of a run, as of the last committed event."""
+    """The durable state of a run, as of the last committed event.
+
+    Attributes:
+        transcript: The committed conversation: input messages and every committed message.
+        open: The committed assistant message whose turn has not ended, with its calls'
+            checkpoints (None between turns).
+        tentative: A failed assistant attempt not yet known to be final (its `turn_end`) or
+            superseded by a retry.
+        status: `"running"`, or the outcome of the run's last `run_end`.
+
+    """
 
     transcript: list[Message]
     open: _OpenTurn | None = None

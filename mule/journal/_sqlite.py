@@ -53,7 +53,18 @@ class JournalError(Exception):
 @final
 @frozen
 class RunInfo:
-    """One recorded run: its status (`interrupted` = running, but its writer process is gone)."""
+    """One recorded run: its status (`interrupted` = running, but its writer process is gone).
+
+    Attributes:
+        run_id: The run's id in the journal (the key `resume` and `events` take).
+        status: `"running"`, `"completed"`, `"failed"`, `"cancelled"`, or `"interrupted"`
+            (recorded as running, but its writer process on this host is gone).
+        segments: How many times the run was started or resumed (one segment each).
+        pid: The process id of the run's last writer.
+        created_ms: When the run was first recorded (Unix time, ms).
+        updated_ms: When its record last changed (Unix time, ms).
+
+    """
 
     run_id: str
     status: JournalRunStatus

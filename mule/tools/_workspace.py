@@ -34,7 +34,14 @@ SKIPPED_DIRS: Final = frozenset(
 @final
 @frozen
 class Workspace:
-    """Where the tools work: paths resolve against `root`, and stay inside it when `confined`."""
+    """Where the tools work: paths resolve against `root`, and stay inside it when `confined`.
+
+    Attributes:
+        root: The absolute directory relative paths resolve against (`Workspace.at` resolves
+            symlinks).
+        confined: Refuse paths that resolve outside `root` (symlinks included).
+
+    """
 
     root: Path
     confined: bool = True
