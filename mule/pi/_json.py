@@ -123,17 +123,26 @@ _LONG_RUN_BYTES: Final = re.compile(_LONG_RUN.pattern.encode())
 _scan: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
 
 
+# A document nested deeper than MAX_DEPTH that decodes has at least MAX_DEPTH + 1 brackets and
+# as many closing ones; shorter text nested that deep is not JSON, and the decoder says so.
+_DEEP_ENOUGH: Final = 2 * (MAX_DEPTH + 1)
+
+
 def _decode_checked(text: str | bytes) -> Any:
     """Decode text long enough to break a bound (the common short event never comes here)."""
-    if isinstance(text, str):
-        long_run = _LONG_RUN.search(text) is not None
-        brackets = text.count("{") + text.count("[")
+    if len(text) > MAX_NUMBER_CHARS and (
+        _LONG_RUN.search(text) if isinstance(text, str) else _LONG_RUN_BYTES.search(text)
+    ):
+        value = json.loads(text, parse_int=_int, parse_float=_float)
     else:
-        long_run = _LONG_RUN_BYTES.search(text) is not None
-        brackets = text.count(b"{") + text.count(b"[")
-    value = json.loads(text, parse_int=_int, parse_float=_float) if long_run else _decode(text)
-    if brackets > MAX_DEPTH and nested_deeper_than(value, MAX_DEPTH):
-        raise JsonError(f"JSON nested deeper than {MAX_DEPTH} levels")
+        value = _decode(text)
+    if len(text) >= _DEEP_ENOUGH:
+        if isinstance(text, str):
+            brackets = text.count("{") + text.count("[")
+        else:
+            brackets = text.count(b"{") + text.count(b"[")
+        if brackets > MAX_DEPTH and nested_deeper_than(value, MAX_DEPTH):
+            raise JsonError(f"JSON nested deeper than {MAX_DEPTH} levels")
     return value
 
 
@@ -153,9 +162,10 @@ def loads(text: str | bytes) -> Any:
     """Decode a JSON document; raise `JsonError` (a `ValueError`) for anything else.
 
     Beyond `json.loads`, refused: nesting deeper than `MAX_DEPTH` and numbers longer than
-    `MAX_NUMBER_CHARS` characters. Text of at most `MAX_DEPTH` characters can break neither
-    bound and is decoded as it is; longer text costs two bracket counts and one regex search
-    (C speed), and its depth is walked only when it has more opening brackets than `MAX_DEPTH`.
+    `MAX_NUMBER_CHARS` characters. A document shorter than `2 * (MAX_DEPTH + 1)` characters
+    cannot break either bound and is decoded as it is (most stream events); longer text costs
+    two bracket counts, text longer than `MAX_NUMBER_CHARS` one regex search (C speed), and the
+    depth is walked only when the text has more opening brackets than `MAX_DEPTH`.
 
     >>> try:
     ...     loads("[" * 100_000)
@@ -164,7 +174,7 @@ def loads(text: str | bytes) -> Any:
     JSON nested deeper than 128 levels
     """
     try:
-        return _decode_checked(text) if len(text) > MAX_DEPTH else _decode(text)
+        return _decode_checked(text) if len(text) >= _DEEP_ENOUGH else _decode(text)
     except JsonError:
         raise
     except RecursionError:
