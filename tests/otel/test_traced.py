@@ -385,3 +385,22 @@ async def test_the_effects_root_records_the_same_tree(otel: Otel) -> None:
     ]
     retried = spans["chat gpt-test"][1]
     assert {parent_of(t) for t in spans["execute_tool add"]} == {sid(retried)}
+
+
+async def test_the_effects_root_ends_a_failed_run_span_with_its_status(otel: Otel) -> None:
+    """On the Result root a failure is a `Failure`, not a raise: the spans still end as failed."""
+    from returns.result import Failure
+
+    from mule.effects import run as run_core
+    from mule.promise import core_input
+
+    listener = traced(tracer_provider=otel.tracer_provider, meter_provider=otel.meter_provider)
+    result = await run_core(core_input(run_input([reply(Call("c1", "boom"))], boom), listener))
+    assert isinstance(result, Failure)
+    spans = by_name(otel.finished())
+    (run,) = spans["invoke_agent"]
+    (tool,) = spans["execute_tool boom"]
+    assert run.status.status_code is StatusCode.ERROR
+    assert dict(run.attributes or {})["mule.outcome"] == "failed"
+    assert tool.status.status_code is StatusCode.ERROR
+    assert parent_of(tool) == sid(spans["chat gpt-test"][0])
