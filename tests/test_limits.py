@@ -139,3 +139,32 @@ async def test_a_stop_hook_is_not_asked_once_a_limit_stopped_the_run() -> None:
 def test_limits_are_checked(kw: dict[str, Any]) -> None:
     with pytest.raises(ValueError, match="must be"):
         mule.RunLimits(**kw)
+
+
+@pytest.mark.anyio
+async def test_a_failed_run_keeps_its_usage_on_the_error() -> None:
+    # A tool call (5 out), then a model failure that is not retried (3 out): both counted.
+    replies = [_calls("a"), error_reply("400 bad request", usage=_usage(3, 0.5), start=True)]
+    with pytest.raises(mule.MuleRunFailed) as caught:
+        await mule.run(_inp(replies))
+    assert caught.value.phase == "model"
+    assert caught.value.usage.output == 8
+    assert caught.value.usage.cost.total == 0.75
+    assert caught.value.error.usage == caught.value.usage
+
+
+@pytest.mark.anyio
+async def test_the_effect_root_failure_carries_the_usage() -> None:
+    replies = [_calls("a"), error_reply("400 bad request", usage=_usage(3, 0.5), start=True)]
+    result = await mule.effects.run(core_input(_inp(replies)))
+    assert not isinstance(result, Success)
+    error = result.failure()
+    assert error.usage.output == 8
+    assert error.usage.input == 20
+    # Usage is a fact about the run, not part of the error's identity.
+    assert error == mule.effects.MuleError(error.phase, error.message, error.cause)
+
+
+@pytest.mark.anyio
+async def test_an_error_not_from_a_run_has_zero_usage() -> None:
+    assert mule.effects.MuleError("tool", "x").usage.total_tokens == 0

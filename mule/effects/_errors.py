@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Literal, TypeAlias, final
 
-from attrs import frozen
+from attrs import field, frozen
+
+from mule.pi import ZERO_USAGE, Usage
 
 MulePhase: TypeAlias = Literal["model", "tool", "control", "listener"]
 
@@ -23,12 +25,16 @@ class MuleError:
         message: A human-readable description.
         cause: The underlying raised or failed value, if any (for a model failure, the final
             assistant message).
+        usage: The failed run's total tokens and cost up to its failure, every model attempt
+            included (as `MuleRunOutcome.usage`); zero for an error not returned by a run.
+            Not part of equality: the same failure of runs that spent differently is equal.
 
     """
 
     phase: MulePhase
     message: str
     cause: object | None = None
+    usage: Usage = field(default=ZERO_USAGE, eq=False, kw_only=True)
 
 
 def describe(exc: BaseException) -> str:
@@ -59,6 +65,11 @@ class MuleRunFailed(Exception):
     def cause(self) -> object | None:
         """The underlying raised or failed value."""
         return self.error.cause
+
+    @property
+    def usage(self) -> Usage:
+        """The failed run's total tokens and cost up to its failure (`MuleError.usage`)."""
+        return self.error.usage
 
 
 def error_from(phase: MulePhase, what: str, exc: BaseException) -> MuleError:

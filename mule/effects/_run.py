@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import anyio
+from attrs import evolve
 from returns.future import FutureResult
 from returns.result import Failure, Result, Success
 
@@ -129,7 +130,11 @@ async def _run(
         detach()
         if interp is not None:
             interp.close()
-    return done.result
+    result = done.result
+    if isinstance(result, Failure) and interp is not None and interp.state is not None:
+        # A failure has no outcome to carry the run's spend: its error does.
+        return Failure(evolve(result.failure(), usage=interp.state.usage))
+    return result
 
 
 def run_future(
