@@ -8,15 +8,14 @@ PostgreSQL run store (also a `TranscriptOwner`, like `mule.journal.Journal`). Se
 from mule.pi import needs_extra
 
 with needs_extra("dbos", "mule.dbos"):
+    from mule.dbos._client import MuleDBOSClient, RunSummary
     from mule.dbos._observe import DurableRun, ListenerFactory
     from mule.dbos._store import PgStore, StoredEvent, StoreError, event_key, follow
+    from mule.dbos._worker import Worker
     from mule.dbos._workflow import (
         DEFAULT_QUEUE,
         WORKFLOW_NAME,
         AgentFactory,
-        MuleDBOSClient,
-        RunSummary,
-        Worker,
         dbos_config,
         launch_worker,
         register_agent,

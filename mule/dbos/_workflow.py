@@ -22,21 +22,19 @@ from __future__ import annotations
 
 import contextlib
 import inspect
-import threading
-import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable
 from typing import Any, final
 
 import anyio
 from anyio.abc import TaskGroup
-from attrs import evolve, frozen
-from dbos import DBOS, DBOSClient, DBOSConfig, StepReservation, WorkflowHandle
+from attrs import evolve
+from dbos import DBOS, DBOSConfig, StepReservation
 from returns.result import Failure
 
 import mule.promise as promise
 from mule.dbos._observe import DurableRun, ListenerFactory, both
-from mule.dbos._store import PgStore, StoredEvent, follow, now_ms
+from mule.dbos._worker import Runtime, Worker
 from mule.effects import (
     INTERRUPTED_UNSAFE,
     MuleEvent,
@@ -86,103 +84,10 @@ def register_agent(name: str, factory: AgentFactory) -> None:
     _AGENTS[name] = factory
 
 
-@final
-@frozen
-class RunSummary:
-    """What a DBOS-run mule run returned: its status, transcript and failure, if any."""
-
-    status: str
-    messages: tuple[Message, ...]
-    message: AssistantMessage | None
-    error: str | None
-
-    @staticmethod
-    def from_wire(data: dict[str, Any]) -> RunSummary:
-        """Rebuild a summary from the workflow's (JSON) return value."""
-        message = data.get("message")
-        return RunSummary(
-            status=data["status"],
-            messages=tuple(from_wire(Message, m) for m in data["messages"]),
-            message=None if message is None else from_wire(AssistantMessage, message),
-            error=data.get("error"),
-        )
+_RUNTIME: Runtime | None = None
 
 
-# -- the worker's runtime -------------------------------------------------------------------
-
-
-@final
-class _Runtime:
-    """The worker settings of this process (DBOS is one per process)."""
-
-    def __init__(
-        self,
-        url: str,
-        executor_id: str,
-        schema: str,
-        cancel_poll_s: float,
-        listener: ListenerFactory | None = None,
-    ) -> None:
-        self.url = url
-        self.listener = listener
-        self.executor_id = executor_id
-        self.store = PgStore(url, schema=schema)
-        self.cancel_poll_s = cancel_poll_s
-        self.client: DBOSClient | None = None
-        # One poller for every run in flight (a query per run every poll took a database
-        # round trip per run: 500 queries/s at 100 runs, most of a worker's time).
-        self._watch_lock = threading.Lock()
-        self._watched: set[str] = set()
-        self._cancelled: set[str] = set()
-        self._poller: threading.Thread | None = None
-
-    def watch(self, run_id: str) -> None:
-        """Start noticing the run's cancellation through DBOS (see `cancelled`)."""
-        with self._watch_lock:
-            self._watched.add(run_id)
-            if self._poller is None:
-                self._poller = threading.Thread(
-                    target=self._poll, name="mule-cancel-poll", daemon=True
-                )
-                self._poller.start()
-
-    def unwatch(self, run_id: str) -> None:
-        """Stop watching the run."""
-        with self._watch_lock:
-            self._watched.discard(run_id)
-            self._cancelled.discard(run_id)
-
-    def cancelled(self, run_id: str) -> bool:
-        """Whether DBOS marked the watched run cancelled (as of the last poll)."""
-        return run_id in self._cancelled
-
-    def _poll(self) -> None:
-        """Every `cancel_poll_s`: which watched runs DBOS marked cancelled, in one query."""
-        while True:
-            time.sleep(self.cancel_poll_s)
-            with self._watch_lock:
-                ids = list(self._watched)
-            if not ids:
-                continue
-            try:
-                if self.client is None:
-                    self.client = DBOSClient(system_database_url=self.url, application_name="mule")
-                found = self.client.list_workflows(
-                    workflow_ids=ids, status="CANCELLED", load_input=False, load_output=False
-                )
-            except Exception as exc:  # a database hiccup: ask again at the next poll
-                DBOS.logger.warning(f"mule cancel poll failed: {exc}")
-                continue
-            with self._watch_lock:
-                self._cancelled.update(
-                    w.workflow_id for w in found if w.workflow_id in self._watched
-                )
-
-
-_RUNTIME: _Runtime | None = None
-
-
-def _runtime() -> _Runtime:
+def _runtime() -> Runtime:
     if _RUNTIME is None:
         raise RuntimeError("mule.dbos: call launch_worker() in this process first")
     return _RUNTIME
@@ -192,7 +97,7 @@ def _runtime() -> _Runtime:
 class _Durable:
     """One workflow execution's wrappers: model attempts and tool executions as DBOS steps."""
 
-    def __init__(self, rt: _Runtime, run_id: str, tg: TaskGroup) -> None:
+    def __init__(self, rt: Runtime, run_id: str, tg: TaskGroup) -> None:
         self.rt = rt
         self.run_id = run_id
         self.tg = tg
@@ -464,67 +369,6 @@ def _default_stream() -> Callable[..., Any]:
     return stream_simple
 
 
-# -- workers ----------------------------------------------------------------------------------
-
-
-@final
-class Worker:
-    """A mule worker (this process): DBOS launched, the queue consumed, dead peers recovered.
-
-    Every worker writes a heartbeat row; one whose heartbeat is older than `dead_after_s` is
-    taken as dead, and the first live worker to delete its row recovers its pending workflows
-    with DBOS's own recovery (`DBOS._recover_pending_workflows([dead_id])`), which re-enqueues
-    them so that exactly one worker dequeues each one and replays it.
-    """
-
-    def __init__(self, rt: _Runtime, heartbeat_s: float, dead_after_s: float) -> None:
-        self.rt = rt
-        self.heartbeat_s = heartbeat_s
-        self.dead_after_s = dead_after_s
-        self.stop_event = threading.Event()
-        self.recovered: list[str] = []
-        self._db = PgStore(rt.url, schema=rt.store.schema)
-        self.beat()
-        self.thread = threading.Thread(target=self._loop, name="mule-heartbeat", daemon=True)
-        self.thread.start()
-
-    def beat(self) -> None:
-        """Record that this executor is alive."""
-        self._db._x(
-            "INSERT INTO {}.workers VALUES (%s, %s)"
-            " ON CONFLICT (executor_id) DO UPDATE SET seen_ms = EXCLUDED.seen_ms",
-            (self.rt.executor_id, now_ms()),
-        )
-
-    def recover_dead(self) -> list[str]:
-        """Recover the pending workflows of executors whose heartbeat stopped; return their ids."""
-        cutoff = now_ms() - int(self.dead_after_s * 1000)
-        rows = self._db._x(
-            "DELETE FROM {}.workers WHERE seen_ms < %s AND executor_id <> %s RETURNING executor_id",
-            (cutoff, self.rt.executor_id),
-        ).fetchall()
-        dead = [str(r[0]) for r in rows]
-        if dead:
-            DBOS._recover_pending_workflows(dead)
-            self.recovered.extend(dead)
-        return dead
-
-    def _loop(self) -> None:
-        while not self.stop_event.wait(self.heartbeat_s):
-            try:
-                self.beat()
-                self.recover_dead()
-            except Exception as exc:  # a database hiccup: try again at the next beat
-                DBOS.logger.warning(f"mule worker heartbeat failed: {exc}")
-
-    def stop(self) -> None:
-        """Stop the heartbeat and DBOS (in-flight workflows are recovered by a peer)."""
-        self.stop_event.set()
-        self.thread.join()
-        self._db.close()
-        DBOS.destroy(workflow_completion_timeout_sec=0)
-
-
 def dbos_config(url: str, *, executor_id: str, app_version: str = DEFAULT_VERSION) -> DBOSConfig:
     """Return the DBOS configuration of a mule worker or launcher on `url`."""
     return {
@@ -562,7 +406,7 @@ def launch_worker(
     """
     global _RUNTIME
     executor_id = executor_id or f"mule-{uuid.uuid4().hex[:12]}"
-    _RUNTIME = _Runtime(url, executor_id, schema, cancel_poll_s, listener)
+    _RUNTIME = Runtime(url, executor_id, schema, cancel_poll_s, listener)
     DBOS(config=dbos_config(url, executor_id=executor_id, app_version=app_version))
     DBOS.launch()
     DBOS.register_queue(
@@ -578,82 +422,11 @@ def launch_worker(
 # -- clients ----------------------------------------------------------------------------------
 
 
-@final
-class MuleDBOSClient:
-    """Starts, follows, cancels and awaits DBOS-run mule runs from any process (no DBOS launch).
-
-    Blocking methods; from async code call them through `anyio.to_thread.run_sync`.
-    `follow` is async and works on asyncio and trio.
-    """
-
-    def __init__(self, url: str, *, schema: str = "mule", queue: str = DEFAULT_QUEUE) -> None:
-        self.url = url
-        self.schema = schema
-        self.queue = queue
-        self.store = PgStore(url, schema=schema)
-        self.client = DBOSClient(system_database_url=url, application_name="mule")
-
-    def close(self) -> None:
-        """Release the connections."""
-        self.store.close()
-        self.client.destroy()
-
-    def __enter__(self) -> MuleDBOSClient:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def start(self, agent: str, messages: Sequence[Message], run_id: str | None = None) -> str:
-        """Record the run and enqueue it; return its id (the workflow id). Idempotent by id."""
-        run_id = run_id or f"run-{uuid.uuid4().hex}"
-        self.store.begin(run_id, messages, exist_ok=True)
-        self.client.enqueue(
-            {"queue_name": self.queue, "workflow_name": WORKFLOW_NAME, "workflow_id": run_id},
-            agent,
-            run_id,
-        )
-        return run_id
-
-    def cancel(self, run_id: str) -> None:
-        """Cancel the run wherever it executes; its worker ends it with run_end(cancelled)."""
-        self.client.cancel_workflow(run_id)
-
-    def result(self, run_id: str) -> RunSummary:
-        """Wait for the run's workflow to finish and return its summary."""
-        handle: WorkflowHandle[dict[str, Any]] = self.client.retrieve_workflow(run_id)
-        data: dict[str, Any] = handle.get_result(polling_interval_sec=0.05)
-        return RunSummary.from_wire(data)
-
-    def workflow_status(self, run_id: str) -> str:
-        """Return DBOS's status of the run's workflow (ENQUEUED, PENDING, SUCCESS, ...)."""
-        return str(self.client.retrieve_workflow(run_id).get_status().status)
-
-    def executor(self, run_id: str) -> str | None:
-        """Return the executor id DBOS last assigned the run to."""
-        return self.client.retrieve_workflow(run_id).get_status().executor_id
-
-    def events(self, run_id: str) -> list[StoredEvent]:
-        """Return every recorded event of the run so far."""
-        return self.store.events(run_id)
-
-    def transcript(self, run_id: str) -> tuple[Message, ...]:
-        """Return the run's committed transcript."""
-        return self.store.transcript(run_id)
-
-    def follow(self, run_id: str, after: int = 0) -> AsyncIterator[StoredEvent]:
-        """Follow the run live (from the start by default) until its run_end."""
-        return follow(self.url, run_id, after=after, schema=self.schema)
-
-
 __all__ = [
     "DEFAULT_QUEUE",
     "DEFAULT_VERSION",
     "WORKFLOW_NAME",
     "AgentFactory",
-    "MuleDBOSClient",
-    "RunSummary",
-    "Worker",
     "dbos_config",
     "launch_worker",
     "register_agent",
