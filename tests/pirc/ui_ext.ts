@@ -1,4 +1,4 @@
-// Test extension for mule's pi bridge tests: a dialog tool and a big-output tool.
+// Test extension for mule's pi bridge tests: a dialog tool, a dialog command, a big-output tool.
 // No imports, so pi loads it from anywhere; parameters are plain JSON Schema.
 
 export default function (pi: any) {
@@ -18,6 +18,13 @@ export default function (pi: any) {
 				content: [{ type: "text", text: `confirmed=${ok} pick=${pick ?? "none"}` }],
 				details: {},
 			};
+		},
+	});
+	pi.registerCommand("askme", {
+		description: "Ask for a confirmation, then report it (a slow person may answer).",
+		handler: async (args: string, ctx: any) => {
+			const ok = await ctx.ui.confirm("Sure?", args || "really?");
+			ctx.ui.notify(`askme confirmed=${ok}`, "info");
 		},
 	});
 	pi.registerTool({
