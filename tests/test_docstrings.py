@@ -21,6 +21,8 @@ FACES = [
     "mule.journal",
     "mule.tools",
     "mule.mcp",
+    "mule.dbos",
+    "mule.otel",
 ]
 
 

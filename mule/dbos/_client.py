@@ -18,7 +18,16 @@ from mule.pi import AssistantMessage, Message
 @final
 @frozen
 class RunSummary:
-    """What a DBOS-run mule run returned: its status, transcript and failure, if any."""
+    """What a DBOS-run mule run returned: its status, transcript and failure, if any.
+
+    Attributes:
+        status: `"completed"`, `"cancelled"` or `"failed"`.
+        messages: The messages the run added (`MuleRunOutcome.messages`); empty when it
+            failed (its committed transcript is `MuleDBOSClient.transcript`).
+        message: The run's last assistant message; None when it failed.
+        error: `"phase: message"` of the run's `MuleError` when it failed, else None.
+
+    """
 
     status: str
     messages: tuple[Message, ...]

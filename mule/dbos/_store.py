@@ -79,7 +79,15 @@ class StoreError(Exception):
 @final
 @frozen
 class StoredEvent:
-    """One recorded event: its position in the log, segment and JSON (message_update compact)."""
+    """One recorded event: its position in the log, segment and JSON (message_update compact).
+
+    Attributes:
+        seq: Its position in the run's log (commit order, from 1).
+        segment: The execution of the run that wrote it (1, then one more per recovery).
+        body: The event's wire form (`mule.effects.event_to_wire`; a `message_update` in
+            its compact form, without `partial`).
+
+    """
 
     seq: int
     segment: int

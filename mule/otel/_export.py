@@ -22,7 +22,13 @@ class OtlpSetupError(Exception):
 @final
 @frozen
 class OtlpExport:
-    """SDK providers exporting spans and metrics over OTLP; `shutdown` flushes both."""
+    """SDK providers exporting spans and metrics over OTLP; `shutdown` flushes both.
+
+    Attributes:
+        tracer_provider: The SDK tracer provider (pass it to `traced(tracer_provider=...)`).
+        meter_provider: The SDK meter provider (pass it to `traced(meter_provider=...)`).
+
+    """
 
     tracer_provider: trace.TracerProvider
     meter_provider: metrics.MeterProvider
