@@ -16,6 +16,7 @@ from __future__ import annotations
 import inspect
 import sys
 from collections.abc import Iterable, MutableMapping
+from typing import Any
 
 import attrs
 
@@ -35,6 +36,14 @@ def publish(face: str, namespace: MutableMapping[str, object], names: Iterable[s
         obj.__module__ = face
 
 
+_WRITTEN: dict[type, dict[str, Any]] = {}
+
+
+def written_annotations(cls: type) -> dict[str, Any]:
+    """Return a class's own annotations as its source wrote them (before `publish`)."""
+    return _WRITTEN.get(cls) or inspect.get_annotations(cls)
+
+
 def _resolve_annotations(cls: type) -> None:
     own = inspect.get_annotations(cls)
     if not any(isinstance(v, str) for v in own.values()):
@@ -44,6 +53,7 @@ def _resolve_annotations(cls: type) -> None:
     module = sys.modules[cls.__module__].__dict__
     scope = dict(vars(cls))
     resolved = {k: eval(v, module, scope) if isinstance(v, str) else v for k, v in own.items()}
+    _WRITTEN[cls] = own  # as written: mule.pi's codec reads aliases by name (`declared`)
     cls.__annotations__ = resolved
     if attrs.has(cls):
         for field in attrs.fields(cls):

@@ -12,13 +12,19 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Final, TypeAlias
+from typing import TYPE_CHECKING, Any, Final, ForwardRef, TypeAlias
 
 # A JSON value as Python holds it after `json.loads`. Sequences and mappings are accepted so that
 # immutable containers (tuples, MappingProxyType) are JSON values too.
-JsonValue: TypeAlias = (
-    bool | int | float | str | Sequence["JsonValue"] | Mapping[str, "JsonValue"] | None
-)
+if TYPE_CHECKING:
+    JsonValue: TypeAlias = (
+        bool | int | float | str | Sequence["JsonValue"] | Mapping[str, "JsonValue"] | None
+    )
+else:
+    # The recursion names its module: a class exported by a face (whose globals do not hold
+    # JsonValue) still resolves its annotations with typing.get_type_hints.
+    _JSON = ForwardRef("JsonValue", module=__name__)
+    JsonValue = bool | int | float | str | Sequence[_JSON] | Mapping[str, _JSON] | None
 JsonObject: TypeAlias = Mapping[str, JsonValue]
 
 # One encoder, built once: json.dumps builds a new one per call when given separators.

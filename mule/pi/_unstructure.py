@@ -10,7 +10,6 @@ display of its keys, with a handler call only where a value is not already JSON.
 
 from __future__ import annotations
 
-import inspect
 import types
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Union, get_args, get_origin, get_type_hints
@@ -19,6 +18,7 @@ import attrs
 import cattrs
 from cattrs.fns import identity
 
+from mule._publish import written_annotations
 from mule.pi._js_values import as_json_number
 
 Encoder = Callable[[Any], Any]
@@ -33,7 +33,7 @@ def camel(name: str) -> str:
 def declared(cls: type[Any], name: str) -> str:
     """Return an attribute's annotation as written (attrs' `type` may be resolved in place)."""
     for klass in cls.__mro__:
-        annotations = inspect.get_annotations(klass)
+        annotations = written_annotations(klass)
         if name in annotations:
             return str(annotations[name])
     return ""
