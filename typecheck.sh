@@ -2,6 +2,11 @@
 # The project's static checks, the same locally and in CI.
 set -eu
 cd "$(dirname "$0")"
+if [ -z "${PYTHON:-}" ]; then
+  # The project's venv, brought up to date with pyproject.toml first (a no-op when it is):
+  # a dependency added since the last install would otherwise read as a type error.
+  ./dev venv
+fi
 PY=${PYTHON:-.venv/bin/python}
 "$PY" -m ruff format --check mule tests bench examples
 "$PY" -m ruff check mule tests bench examples
