@@ -52,7 +52,7 @@ from mule.pi._messages import (
     UserMessage,
 )
 from mule.pi._model import Model, ModelCost
-from mule.pi._unstructure import EXTRAS, Compiler, Encoder, Spec, camel, is_free_json
+from mule.pi._unstructure import EXTRAS, Compiler, Encoder, Spec, camel, declared, is_free_json
 
 T = TypeVar("T")
 
@@ -139,17 +139,10 @@ def _structure_object_or_none(value: Any, t: Any) -> Any:
 
 
 def _free_json_hook(cls: type[Any], name: str) -> Callable[[Any, Any], Any]:
-    # Read from the resolved type: a JSON object (Mapping[str, JsonValue], headers) must be a
-    # mapping; any other free JSON (JsonValue, a mapping whose values may be null) any value.
-    declared_type: Any = attrs.fields_dict(attrs.resolve_types(cls))[name].type
-    args = get_args(declared_type)
-    nullable = type(None) in args
-    inner = [a for a in args if a is not type(None)] if nullable else [declared_type]
-    if len(inner) == 1 and get_origin(inner[0]) is Mapping:
-        values = get_args(inner[0])[1:]
-        if not values or set(get_args(values[0])) != {str, type(None)}:
-            return _structure_object_or_none if nullable else _structure_object
-    return _structure_json
+    annotation = declared(cls, name)
+    if "JsonValue" in annotation or "Mapping[str, str | None]" in annotation:
+        return _structure_json
+    return _structure_object_or_none if "None" in annotation else _structure_object
 
 
 def _register_decoder(conv: cattrs.Converter, cls: type[Any], tag: tuple[str, str] | None) -> None:
