@@ -38,7 +38,13 @@ from mule.pi._stream import AssistantMessageEventStream
 @final
 @frozen
 class Text:
-    """A scripted text block, streamed as the given deltas."""
+    """A scripted text block, streamed as the given deltas.
+
+    Attributes:
+        deltas: The text's pieces, one `text_delta` event each.
+        signature: The block's `text_signature` (opaque provider replay data), if any.
+
+    """
 
     deltas: tuple[str, ...]
     signature: str | None = None
@@ -52,7 +58,15 @@ class Text:
 @final
 @frozen
 class Thinking:
-    """A scripted thinking block; a redacted one streams no deltas."""
+    """A scripted thinking block; a redacted one streams no deltas.
+
+    Attributes:
+        deltas: The thinking text's pieces, one `thinking_delta` event each.
+        signature: The block's `thinking_signature`, if any.
+        redacted: A redacted block: its text reads "[Reasoning redacted]" and no deltas
+            stream.
+
+    """
 
     deltas: tuple[str, ...]
     signature: str | None = None
@@ -67,7 +81,16 @@ class Thinking:
 @final
 @frozen
 class Call:
-    """A scripted tool call; its JSON arguments stream in `pieces` raw fragments."""
+    """A scripted tool call; its JSON arguments stream in `pieces` raw fragments.
+
+    Attributes:
+        id: The tool call's id.
+        name: The tool's name.
+        arguments: The call's arguments (a JSON object).
+        pieces: How many `toolcall_delta` fragments the arguments' JSON streams in.
+        thought_signature: The call's `thought_signature` (Google's replay data), if any.
+
+    """
 
     id: str
     name: str
@@ -89,6 +112,21 @@ class Reply:
     `error` event. `stall_after=n` stops after n events until the attempt is aborted;
     `raises` makes the stream function raise; `no_terminal` ends without done/error;
     `delay_ms` sleeps before each event.
+
+    Attributes:
+        blocks: The content blocks, streamed in order.
+        stop_reason: How the reply ends; None: "toolUse" with calls, else "stop".
+        error_message: A failing reply's error text (default "scripted failure").
+        start: Whether the stream opens with a `start` event.
+        usage: The token usage the reply reports.
+        response_id: The vendor's response id the message carries, if any.
+        delay_ms: Milliseconds slept before each event (the attempt's abort ends the sleep).
+        stall_after: Stop after this many events until the attempt is aborted; None: never.
+        raises: An exception the stream function raises instead of streaming.
+        no_terminal: End the stream without a `done` or `error` event.
+        trailing: Events streamed after the terminal one (a misbehaving provider).
+        before_start: Events streamed before `start` (a misbehaving provider).
+
     """
 
     blocks: tuple[Block, ...] = ()
@@ -129,7 +167,14 @@ def _now_ms() -> int:
 
 @define
 class ScriptedModel:
-    """A stream function that replays scripted replies in order and records every call."""
+    """A stream function that replays scripted replies in order and records every call.
+
+    Attributes:
+        replies: The replies still to play, in order; each call takes the first.
+        calls: Every call made, as (model, context, options).
+        clock: The timestamp source of each reply's messages, in ms since the epoch.
+
+    """
 
     replies: list[Reply]
     calls: list[tuple[Model, Context, StreamOptions]] = field(factory=list)

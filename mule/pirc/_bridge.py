@@ -63,7 +63,18 @@ EventCallback = Callable[[BridgeEvent], Awaitable[None] | None]
 
 @define
 class BridgeStats:
-    """Live counters: framing, parsing, buffering, unmatched responses and UI timeouts."""
+    """Live counters: framing, parsing, buffering, unmatched responses and UI timeouts.
+
+    Attributes:
+        frames: The stdout framer's and decoder's counters.
+        buffer: The first subscriber's buffer counters.
+        unobserved_events: Events discarded because nobody was subscribed.
+        unmatched_responses: pi responses that matched no outstanding command.
+        ui_timeouts: Extension dialogs the bridge cancelled after `ui_timeout`.
+        stderr_lines: Lines pi wrote to stderr (each logged on the `mule.pirc` logger).
+        handler_errors: Records whose handling raised; logged and skipped, the reader goes on.
+
+    """
 
     frames: FrameStats = field(factory=FrameStats)
     buffer: BufferStats = field(factory=BufferStats)

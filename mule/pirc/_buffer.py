@@ -24,7 +24,15 @@ T = TypeVar("T")
 
 @define
 class BufferStats:
-    """Live counters of the event buffer."""
+    """Live counters of the event buffer.
+
+    Attributes:
+        delivered: Events the consumer has taken.
+        dropped: `message_update` events dropped because the buffer was full.
+        blocked_puts: Times the reader waited for room (a full buffer of lifecycle events).
+        max_depth: The most events the buffer has held at once.
+
+    """
 
     delivered: int = 0
     dropped: int = 0

@@ -41,6 +41,52 @@ class BridgeConfig:
 
     The API key reaches pi only through the child's environment: `api_key` is stored under the
     variable named `api_key_env` (for a custom provider, the name its models.json `apiKey` holds).
+
+    Attributes:
+        provider: pi's `--provider` (a built-in provider or one from models.json).
+        model: pi's `--model`, the model id within the provider.
+        api_key_env: The environment variable the child reads the key from (for example
+            `ANTHROPIC_API_KEY`); None: pi finds its own key.
+        api_key: The key, put into the child's environment under `api_key_env` (never in argv
+            or `repr`).
+        executable: The pi command: `$MULE_PI`, else `pi` on PATH, else the repo's
+            `node/node_modules/.bin/pi`.
+        cwd: The child's working directory (where pi's tools act); None: ours.
+        agent_dir: pi's configuration directory (`PI_CODING_AGENT_DIR`: models.json, settings);
+            None: pi's default under `HOME`.
+        home: The child's `HOME`; None: inherited.
+        tmpdir: The child's `TMPDIR`; None: inherited.
+        tools: pi's built-in tools to enable (`--tools`, for example `("read", "ls")`); None:
+            pi's default set.
+        no_tools: Start pi with no tools at all (`--no-tools`; wins over `tools`).
+        extensions: Extension files to load (`-e` each).
+        no_discovery: Load only what this config names: no extensions, skills, prompt
+            templates, themes or context files (AGENTS.md) found on disk (default True).
+        system_prompt: Replaces pi's system prompt (`--system-prompt`); None: pi's own.
+        append_system_prompt: Texts appended to the system prompt, in order.
+        thinking: pi's thinking level (`--thinking`); None: the model's default.
+        extra_args: More pi options, appended last and not checked.
+        env: Variables set in the child's environment over the inherited ones.
+        inherit_env: Start from our environment (default); False: only `PATH`, `env` and the
+            variables the bridge sets.
+        max_line_bytes: The longest stdout line read, in bytes (default 8 MB); a longer line
+            is skipped and counted in `stats.frames.oversize_lines`.
+        max_line_depth: The deepest nesting of arrays and objects decoded in one line
+            (default 256); a deeper line is skipped and counted in `stats.frames.deep_lines`.
+        event_buffer: Each subscriber's buffer, in events (default 100); see the pirc guide
+            for what is dropped when it is full.
+        command_timeout: Seconds a command waits for pi's response (default 30).
+        job_timeout: Seconds a job may run before it is aborted with `JobTimeout` (default
+            300).
+        ui_timeout: Seconds an extension dialog may stay unanswered before the bridge
+            cancels it (default 300); None: no limit.
+        write_timeout: Seconds one write to pi's stdin may take, waiting for the write lock
+            included (default 10).
+        stop_grace: Seconds `stop()` waits after closing stdin, and again after SIGTERM
+            (default 5).
+        abort_grace: Seconds `stop()` waits for a running job's abort to be answered
+            (default 2).
+
     """
 
     provider: str

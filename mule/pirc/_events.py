@@ -18,7 +18,13 @@ PiMessage: TypeAlias = Message | Mapping[str, Any]
 @final
 @frozen(kw_only=True)
 class AgentEnd:
-    """pi's `agent_end`: one attempt of a run ended; more may follow (auto-retry)."""
+    """pi's `agent_end`: one attempt of a run ended; more may follow (auto-retry).
+
+    Attributes:
+        run: The job's run identity; None for an event pi wrote outside any job.
+        messages: The attempt's new messages, as pi sent them (unknown roles stay raw JSON).
+
+    """
 
     run: MuleIdentity | None
     messages: tuple[PiMessage, ...]
@@ -28,7 +34,16 @@ class AgentEnd:
 @final
 @frozen(kw_only=True)
 class AutoRetryStart:
-    """pi will retry after `delay_ms` (attempt is 1-based)."""
+    """pi will retry after `delay_ms` (attempt is 1-based).
+
+    Attributes:
+        run: The job's run identity; None for an event pi wrote outside any job.
+        attempt: The retry about to start, from 1 (the first retry is 1).
+        max_attempts: The most retries pi makes (its `retry.maxRetries` setting).
+        delay_ms: How long pi waits before the retry, in milliseconds.
+        error_message: The failed attempt's error text.
+
+    """
 
     run: MuleIdentity | None
     attempt: int
@@ -41,7 +56,15 @@ class AutoRetryStart:
 @final
 @frozen(kw_only=True)
 class AutoRetryEnd:
-    """pi's retry sequence ended, successfully or not."""
+    """pi's retry sequence ended, successfully or not.
+
+    Attributes:
+        run: The job's run identity; None for an event pi wrote outside any job.
+        success: Whether a retry succeeded.
+        attempt: How many retries pi made.
+        final_error: The last error when every retry failed; None on success.
+
+    """
 
     run: MuleIdentity | None
     success: bool
@@ -53,7 +76,13 @@ class AutoRetryEnd:
 @final
 @frozen(kw_only=True)
 class CompactionStart:
-    """pi started compacting the session (`manual`, `threshold` or `overflow`)."""
+    """pi started compacting the session (`manual`, `threshold` or `overflow`).
+
+    Attributes:
+        run: The job's run identity; None for an event pi wrote outside any job.
+        reason: Why: `"manual"`, `"threshold"` or `"overflow"`.
+
+    """
 
     run: MuleIdentity | None
     reason: str
@@ -63,7 +92,18 @@ class CompactionStart:
 @final
 @frozen(kw_only=True)
 class CompactionEnd:
-    """pi finished compacting; `will_retry` means a new agent run follows."""
+    """pi finished compacting; `will_retry` means a new agent run follows.
+
+    Attributes:
+        run: The job's run identity; None for an event pi wrote outside any job.
+        reason: Why it compacted, as in `CompactionStart`.
+        result: pi's compaction result (summary, token counts) as raw JSON; None if it did
+            not finish.
+        aborted: Whether the compaction was aborted.
+        will_retry: Whether pi starts a new agent run after it (an overflow compaction).
+        error_message: Why it failed, if it did.
+
+    """
 
     run: MuleIdentity | None
     reason: str
@@ -77,7 +117,14 @@ class CompactionEnd:
 @final
 @frozen(kw_only=True)
 class QueueUpdate:
-    """A full snapshot of pi's steering and follow-up queues."""
+    """A full snapshot of pi's steering and follow-up queues.
+
+    Attributes:
+        run: The job's run identity; None for an event pi wrote outside any job.
+        steering: The queued steering messages' texts, oldest first.
+        follow_up: The queued follow-up messages' texts, oldest first.
+
+    """
 
     run: MuleIdentity | None
     steering: tuple[str, ...]
@@ -88,7 +135,15 @@ class QueueUpdate:
 @final
 @frozen(kw_only=True)
 class ExtensionError:
-    """An extension handler threw."""
+    """An extension handler threw.
+
+    Attributes:
+        run: The job's run identity; None for an event pi wrote outside any job.
+        extension_path: The path of the extension whose handler threw.
+        event: The pi event the handler was handling.
+        error: The error's text.
+
+    """
 
     run: MuleIdentity | None
     extension_path: str
@@ -103,7 +158,16 @@ DIALOG_METHODS: frozenset[str] = frozenset({"select", "confirm", "input", "edito
 @final
 @frozen(kw_only=True)
 class ExtensionUIRequest:
-    """An extension asked the host for UI; dialogs (`expects_answer`) wait for `respond_ui`."""
+    """An extension asked the host for UI; dialogs (`expects_answer`) wait for `respond_ui`.
+
+    Attributes:
+        run: The job's run identity; None for an event pi wrote outside any job.
+        id: The request's id, to pass to `Bridge.respond_ui` or `Bridge.cancel_ui`.
+        method: The UI call: `select`, `confirm`, `input`, `editor` (dialogs) or a
+            fire-and-forget one such as `notify`.
+        data: The whole request as raw JSON (title, options, timeout, ...).
+
+    """
 
     run: MuleIdentity | None
     id: str
@@ -138,7 +202,13 @@ class ExtensionUIRequest:
 @final
 @frozen(kw_only=True)
 class OtherPiEvent:
-    """An event (or message) mule has no class for, passed through raw."""
+    """An event (or message) mule has no class for, passed through raw.
+
+    Attributes:
+        run: The job's run identity; None for an event pi wrote outside any job.
+        data: The event's JSON object as pi wrote it.
+
+    """
 
     run: MuleIdentity | None
     data: Mapping[str, Any]
@@ -148,7 +218,18 @@ class OtherPiEvent:
 @final
 @frozen(kw_only=True)
 class JobResult:
-    """How a prompt ended: the outcome and the messages of its LAST `agent_end`."""
+    """How a prompt ended: the outcome and the messages of its LAST `agent_end`.
+
+    Attributes:
+        run: The job's run identity (the one its events carry).
+        outcome: `"completed"`, `"failed"` or `"cancelled"`.
+        messages: The final attempt's new messages (earlier attempts' are in their
+            `AgentEnd` events).
+        attempts: How many attempts (`agent_end`s) the job took: 1 plus pi's retries.
+        error: Why it failed or was cancelled (pi's error text, or the bridge's); None when
+            it completed.
+
+    """
 
     run: MuleIdentity
     outcome: RunStatus

@@ -20,7 +20,17 @@ log = logging.getLogger("mule.pirc")
 
 @define
 class FrameStats:
-    """Live counters of the framer and decoder (mutated in place by the reader)."""
+    """Live counters of the framer and decoder (mutated in place by the reader).
+
+    Attributes:
+        lines: Lines framed (within `max_line_bytes`), good or bad.
+        bytes: Bytes read from pi's stdout.
+        oversize_lines: Lines longer than `max_line_bytes`, skipped.
+        oversize_bytes: The bytes those lines held.
+        bad_lines: Lines that were not JSON, not an object or not UTF-8, skipped.
+        deep_lines: Lines nested deeper than `max_line_depth`, skipped undecoded.
+
+    """
 
     lines: int = 0
     bytes: int = 0

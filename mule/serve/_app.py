@@ -68,10 +68,34 @@ class ServerConfig:
     """How to serve: the bridge config every job starts from, the token, the bind and limits.
 
     `client_queue` / `client_queue_bytes` bound each WebSocket client's unsent frames (see
-    `mule.serve._ws`); `bridge_buffer` is the job's own subscription to its bridge.
-    `/ws` accepts browsers from the page's own loopback origin, plus `allowed_origins`.
-    Each job's pi gets a minimal environment (`mule.serve._env`): `env_allow` names the
-    variables of ours it may see besides the base set and its provider's key.
+    "Slow clients" in the serve guide); `bridge_buffer` is the job's own subscription to its
+    bridge. `/ws` accepts browsers from the page's own loopback origin, plus `allowed_origins`.
+    Each job's pi gets a minimal environment: `env_allow` names the variables of ours it may
+    see besides the base set and its provider's key.
+
+    Attributes:
+        bridge: The pi config every job starts from (a job's request may override parts).
+        token: The server's bearer token, at least 16 characters; its holder owns every job.
+            Never passed to pi, never in `repr`.
+        allow_remote: Allow `host` to be a non-loopback address (default False: refused).
+        host: The address to bind (default `127.0.0.1`).
+        port: The TCP port to bind (default 8765).
+        max_jobs: Jobs that may run at once; one more is refused with 429 (default 4).
+        keep_jobs: Ended jobs kept for `GET /jobs` and replay; older ones are forgotten
+            (default 100).
+        client_queue: Each WebSocket client's unsent frames, at most (default 256).
+        client_queue_bytes: Each WebSocket client's unsent bytes, at most (default 16 MB).
+        bridge_buffer: Each job's subscription to its bridge, in events (default 1000).
+        auth_timeout: Seconds a `/ws` client without `?token=` has to send its auth message
+            (default 10).
+        close_timeout: Seconds the server waits for a too-slow client's close frame to go
+            out before dropping the socket (default 10).
+        cancel_wait: Seconds `POST /jobs/{id}/cancel` and `DELETE /jobs/{id}` wait for the
+            job to end before answering 202 (default 15).
+        env_allow: Names of our environment variables a job's pi may also see (never the
+            server token's variable).
+        allowed_origins: Browser origins `/ws` accepts besides the page's own loopback one.
+
     """
 
     bridge: BridgeConfig

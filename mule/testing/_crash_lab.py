@@ -23,7 +23,13 @@ from mule.testing._crash_scenario import PROMPT, close_owner, load_factory
 
 @define
 class Segment:
-    """One child run: the points it announced and whether it was killed at the last one."""
+    """One child run: the points it announced and whether it was killed at the last one.
+
+    Attributes:
+        points: The crash points the child announced, in order.
+        killed: Whether the child was SIGKILLed at its last point (else it finished).
+
+    """
 
     points: list[str] = field(factory=list)
     killed: bool = False
@@ -31,7 +37,19 @@ class Segment:
 
 @define
 class CrashCase:
-    """Everything one case did, for `check_case`."""
+    """Everything one case did, for `check_case`.
+
+    Attributes:
+        run_id: The case's run id in the owner's store.
+        store: Where the owner keeps the run (what the owner factory is given).
+        effects: The file each tool execution appends a line to (its side effect).
+        segments: The child runs, in order: one per kill, then the one that finished.
+        committed: The messages children announced after committing them (failed attempts
+            left out).
+        results: Each tool call's committed result text, by call id.
+        transcript: The run's transcript as the owner reads it back at the end.
+
+    """
 
     run_id: str
     store: str

@@ -72,7 +72,13 @@ def no_point(name: str, data: object) -> None:
 
 @define
 class ScenarioModel:
-    """The scenario's stream function: the reply is chosen by the transcript, not by a counter."""
+    """The scenario's stream function: the reply is chosen by the transcript, not by a counter.
+
+    Attributes:
+        failed: The turns whose first attempt this process has already failed (so the
+            retried turn fails once per process).
+
+    """
 
     failed: set[int] = field(factory=set)
 

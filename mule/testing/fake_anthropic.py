@@ -35,7 +35,12 @@ with needs_extra("testing", "mule.testing's fake servers"):
 @final
 @frozen
 class Pause:
-    """Wait this long before sending the next body step."""
+    """Wait this long before sending the next body step.
+
+    Attributes:
+        ms: The wait, in milliseconds.
+
+    """
 
     ms: float
 
@@ -58,7 +63,16 @@ Step: TypeAlias = bytes | Pause | Stall | Drop
 @final
 @frozen
 class Reply:
-    """One scripted HTTP response: a status, headers, and a body sent step by step."""
+    """One scripted HTTP response: a status, headers, and a body sent step by step.
+
+    Attributes:
+        status: The HTTP status code.
+        headers: The response headers as (name, value) pairs, in order (chunked transfer
+            encoding and `connection: close` are added).
+        steps: The body: each `bytes` step is sent as one chunk; `Pause`, `Stall` and
+            `Drop` pace or break it.
+
+    """
 
     status: int = 200
     headers: tuple[tuple[str, str], ...] = (("content-type", "text/event-stream"),)
@@ -68,7 +82,15 @@ class Reply:
 @final
 @frozen
 class Recorded:
-    """A request the fake received."""
+    """A request the fake received.
+
+    Attributes:
+        method: The HTTP method (`"POST"`).
+        target: The request target: the path with its query string.
+        headers: The request headers, names lower-cased.
+        body: The raw request body.
+
+    """
 
     method: str
     target: str
@@ -105,7 +127,16 @@ _REASONS = {
 
 @define
 class FakeServer:
-    """A running fake: its base URL, the replies still queued, and the requests seen."""
+    """A running fake: its base URL, the replies still queued, and the requests seen.
+
+    Attributes:
+        url: The server's base URL (`http://127.0.0.1:<port>`).
+        replies: The replies still queued; each request takes the first (a 404 when none
+            is left).
+        requests: Every request received, in order.
+        connections_closed: Connections that have ended, whichever side closed them.
+
+    """
 
     url: str
     replies: deque[Reply] = field(factory=deque)

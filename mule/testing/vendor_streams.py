@@ -47,7 +47,15 @@ _APIS: Final[dict[str, tuple[str, str, Callable[[Model], StreamParser]]]] = {
 @final
 @frozen
 class Recording:
-    """One vendor reply: the model it is for and its body bytes."""
+    """One vendor reply: the model it is for and its body bytes.
+
+    Attributes:
+        vendor: The vendor's wire protocol: `"anthropic"`, `"google"`,
+            `"openai-completions"` or `"openai-responses"`.
+        model: The model the reply is parsed for (its api and provider match the vendor).
+        body: The streamed response body, as the vendor sent it.
+
+    """
 
     vendor: str
     model: Model

@@ -34,7 +34,18 @@ class ModelsJsonError(Exception):
 @final
 @frozen
 class ProviderRequestConfig:
-    """How to authenticate requests to one provider, as `models.json` configures it."""
+    """How to authenticate requests to one provider, as `models.json` configures it.
+
+    Values are kept as written and resolved per request (`resolve_config_value`): `!cmd` runs
+    a shell command, else the name of a set environment variable, else the literal.
+
+    Attributes:
+        api_key: The provider's `apiKey`, unresolved; None: the provider's own environment
+            fallback (OPENAI_API_KEY, ...).
+        headers: The provider's extra request headers, values unresolved.
+        auth_header: `authHeader`: also send the key as `Authorization: Bearer <key>`.
+
+    """
 
     api_key: str | None = None
     headers: Mapping[str, str] | None = None
@@ -44,7 +55,21 @@ class ProviderRequestConfig:
 @final
 @frozen
 class ModelOverride:
-    """Per-model changes to a built-in model; unset fields keep the built-in value."""
+    """Per-model changes to a built-in model; unset fields keep the built-in value.
+
+    Attributes:
+        name: The model's display name.
+        reasoning: Whether the model reasons (thinks).
+        thinking_level_map: Thinking levels mapped to the vendor's values (None: the level is
+            unsupported), merged over the built-in map.
+        input: The input kinds the model takes (`"text"`, `"image"`).
+        cost: Prices in USD per million tokens by kind (`input`, `output`, `cacheRead`,
+            `cacheWrite`), merged over the built-in cost.
+        context_window: The context window, in tokens.
+        max_tokens: The most output tokens per request.
+        compat: Compatibility switches, merged over the built-in ones.
+
+    """
 
     name: str | None = None
     reasoning: bool | None = None
@@ -59,7 +84,13 @@ class ModelOverride:
 @final
 @frozen
 class ProviderOverride:
-    """Provider-level changes applied to every built-in model of that provider."""
+    """Provider-level changes applied to every built-in model of that provider.
+
+    Attributes:
+        base_url: The endpoint every model of the provider uses instead of its own.
+        compat: Compatibility switches merged over each model's.
+
+    """
 
     base_url: str | None = None
     compat: JsonObject | None = None
@@ -68,7 +99,18 @@ class ProviderOverride:
 @final
 @frozen
 class CustomConfig:
-    """What a `models.json` file contributes to a registry."""
+    """What a `models.json` file contributes to a registry.
+
+    Attributes:
+        models: The custom models it defines (a custom provider's, or ones replacing a
+            built-in model of the same provider and id).
+        overrides: Provider-level changes to built-in providers, by provider.
+        model_overrides: Per-model changes to built-in models, by provider then model id.
+        request_configs: How to authenticate requests, by provider.
+        model_headers: Extra request headers of single models, by (provider, model id),
+            values unresolved.
+
+    """
 
     models: tuple[Model, ...] = ()
     overrides: Mapping[str, ProviderOverride] = {}

@@ -31,7 +31,15 @@ from mule.pi.providers import supported_thinking_levels
 @final
 @frozen
 class RequestAuth:
-    """The API key and extra headers `models.json` sets for requests to one model."""
+    """The API key and extra headers `models.json` sets for requests to one model.
+
+    Attributes:
+        api_key: The resolved API key; None: `models.json` gives none (the provider's
+            environment fallback applies).
+        headers: The resolved extra headers (model, provider, then per-model settings, and
+            `Authorization` when `authHeader` is set); None when there are none.
+
+    """
 
     api_key: str | None = None
     headers: Mapping[str, str] | None = None
@@ -40,7 +48,16 @@ class RequestAuth:
 @final
 @frozen
 class Registry:
-    """Models by provider and id, with the request settings of custom providers."""
+    """Models by provider and id, with the request settings of custom providers.
+
+    Attributes:
+        models: Every model: the built-in ones (overrides applied) in catalogue order, then
+            the custom ones.
+        request_configs: How to authenticate requests, by provider (from `models.json`).
+        model_headers: Extra request headers of single models, by (provider, model id),
+            values unresolved.
+
+    """
 
     models: tuple[Model, ...]
     request_configs: Mapping[str, ProviderRequestConfig] = {}

@@ -59,7 +59,14 @@ Framing: TypeAlias = Literal["sse", "ndjson"]
 @final
 @frozen
 class HttpRequest:
-    """What a vendor sends: the endpoint, its headers, and the JSON body."""
+    """What a vendor sends: the endpoint, its headers, and the JSON body.
+
+    Attributes:
+        url: The endpoint's full URL.
+        headers: The request headers, authentication included.
+        body: The JSON body, before it is encoded (`options.on_payload` may replace it).
+
+    """
 
     url: str
     headers: Mapping[str, str]
