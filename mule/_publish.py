@@ -13,9 +13,10 @@ face's globals are never asked for a name only the private module imports.
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import sys
-from collections.abc import Iterable, MutableMapping
+from collections.abc import Callable, Iterable, Mapping, MutableMapping
 from typing import Any
 
 import attrs
@@ -34,6 +35,27 @@ def publish(face: str, namespace: MutableMapping[str, object], names: Iterable[s
         if inspect.isclass(obj):
             _resolve_annotations(obj)
         obj.__module__ = face
+
+
+def lazy(
+    face: str, namespace: MutableMapping[str, object], names: Mapping[str, str]
+) -> Callable[[str], Any]:
+    """Return a face's module `__getattr__` (PEP 562) importing `names` on first read.
+
+    Each name is imported from its module (the mapping's value), then bound and published like
+    the others: for what a run may not need (the codecs), which `import mule` need not pay for.
+    """
+
+    def __getattr__(name: str) -> Any:
+        module = names.get(name)
+        if module is None:
+            raise AttributeError(f"module {face!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(module), name)
+        namespace[name] = value
+        publish(face, namespace, (name,))
+        return value
+
+    return __getattr__
 
 
 _WRITTEN: dict[type, dict[str, Any]] = {}

@@ -7,8 +7,29 @@ import subprocess
 import sys
 
 # Loaded on first use: jsonschema with the first tool schema compiled, package metadata with
-# `mule.__version__`.
-LAZY = ("jsonschema", "referencing", "importlib.metadata")
+# `mule.__version__`, cattrs with the codecs, docstring_parser with the first `@mule.tool`.
+LAZY = ("jsonschema", "referencing", "importlib.metadata", "cattrs", "docstring_parser")
+# Imported inside the functions that need them (`run_future`, `run_sync` from a running loop).
+NOT_AT_IMPORT = ("returns.future", "anyio.from_thread", "mule.pi._codec", "mule.effects._codec")
+
+_FIRST_USES = '''
+import mule
+from mule.pi import TextContent, Tool, ToolValidator
+ToolValidator.for_tool(Tool("t", "d", {"type": "object", "properties": {"a": {"not": {}}}}))
+assert mule.__version__
+assert mule.effects.to_wire(TextContent("a")) == {"type": "text", "text": "a"}
+
+@mule.tool
+def f(x: int) -> str:
+    """Say x.
+
+    Args:
+        x: the number.
+    """
+    return str(x)
+
+assert f.descriptor.parameters["properties"]["x"]["description"] == "the number."
+'''
 
 
 def _modules_after(code: str) -> set[str]:
@@ -18,18 +39,12 @@ def _modules_after(code: str) -> set[str]:
 
 
 def test_import_mule_leaves_out_what_a_run_may_not_need() -> None:
-    """Neither jsonschema nor importlib.metadata comes with `import mule`."""
+    """Neither jsonschema, cattrs, the codecs nor importlib.metadata comes with `import mule`."""
     loaded = _modules_after("import mule")
-    assert [name for name in LAZY if name in loaded] == []
+    assert [name for name in LAZY + NOT_AT_IMPORT if name in loaded] == []
 
 
 def test_they_load_when_first_used() -> None:
-    """A tool's validator brings jsonschema; `mule.__version__` reads the package metadata."""
-    code = (
-        "import mule\n"
-        "from mule.pi import Tool, ToolValidator\n"
-        "ToolValidator.for_tool(Tool('t', 'd', {'type': 'object'}))\n"
-        "assert mule.__version__\n"
-    )
-    loaded = _modules_after(code)
+    """A tool's validator brings jsonschema, the codec cattrs, `@mule.tool` docstring_parser."""
+    loaded = _modules_after(_FIRST_USES)
     assert [name for name in LAZY if name not in loaded] == []

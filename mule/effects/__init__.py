@@ -1,18 +1,8 @@
 """mule's canonical core: Pi's loop as a pure state machine plus an anyio interpreter."""
 
+from typing import TYPE_CHECKING
+
 from mule.effects._batch import INTERRUPTED_UNSAFE
-from mule.effects._codec import (
-    MULE_CODEC,
-    event_from_record,
-    event_from_wire,
-    event_to_record,
-    event_to_wire,
-    from_json,
-    from_wire,
-    to_json,
-    to_wire,
-    update_to_wire,
-)
 from mule.effects._errors import MuleError, MulePhase, MuleRunFailed
 from mule.effects._events import (
     EVENT_TYPES,
@@ -64,6 +54,35 @@ from mule.effects._tools import (
     ToolExecution,
     ToolPending,
     ToolStarted,
+)
+
+if TYPE_CHECKING:
+    from mule.effects._codec import (
+        MULE_CODEC,
+        event_from_record,
+        event_from_wire,
+        event_to_record,
+        event_to_wire,
+        from_json,
+        from_wire,
+        to_json,
+        to_wire,
+        update_to_wire,
+    )
+
+# The codec (cattrs, Pi's codec and the event encoders) loads on first use: a run does not
+# encode; the journal, the server and DBOS do.
+_CODEC_NAMES = (
+    "MULE_CODEC",
+    "event_from_record",
+    "event_from_wire",
+    "event_to_record",
+    "event_to_wire",
+    "from_json",
+    "from_wire",
+    "to_json",
+    "to_wire",
+    "update_to_wire",
 )
 
 __all__ = [
@@ -139,6 +158,8 @@ __all__ = [
 ]
 
 # Last, once every exported name is bound: public names read this face as their module.
-from mule._publish import publish as _publish
+from mule._publish import lazy as _lazy  # noqa: E402
+from mule._publish import publish as _publish  # noqa: E402
 
+__getattr__ = _lazy(__name__, globals(), dict.fromkeys(_CODEC_NAMES, "mule.effects._codec"))
 _publish(__name__, globals(), __all__)

@@ -10,15 +10,18 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
 import inspect
 import sys
 import types
 import typing
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
-import cattrs
+
+if TYPE_CHECKING:
+    import cattrs
 
 _PRIMITIVES: dict[Any, str] = {str: "string", int: "integer", float: "number", bool: "boolean"}
 
@@ -189,21 +192,28 @@ def _union_hook(t: Any, conv: cattrs.Converter) -> Callable[[Any, Any], Any]:
     return structure
 
 
-def _converter() -> cattrs.Converter:
+@functools.cache
+def _decoder() -> cattrs.Converter:
+    """Return the converter of annotated parameters (cattrs loads with the first one decoded)."""
+    import cattrs
+
     conv = cattrs.Converter()
     conv.register_structure_hook_factory(_is_union, _union_hook)
     conv.register_structure_hook_func(_pydantic_model, lambda v, t: t.model_validate(v))
     return conv
 
 
-_DECODER = _converter()
+# What cattrs does for these classes (its `_structure_call`, a bool through int's hook too).
+_CALLED = frozenset({int, float, str, bool})
 
 
 def decode(value: Any, annotation: Any) -> Any:
     """Return the validated JSON `value` as an instance of `annotation`."""
     if annotation is inspect.Parameter.empty or annotation is Any:
         return value
-    return _DECODER.structure(value, annotation)
+    if type(annotation) is type and annotation in _CALLED:
+        return annotation(value)
+    return _decoder().structure(value, annotation)
 
 
 __all__ = ["ToolSignatureError", "decode", "schema_for"]

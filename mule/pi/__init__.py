@@ -4,23 +4,14 @@
 httpx); `mule.pi.models` is the model registry; `mule.pi.providers` has the provider registry.
 """
 
+from typing import TYPE_CHECKING
+
 from mule.pi._abort import (
     AbortController,
     AbortError,
     AbortSignal,
     as_exception,
     child_controller,
-)
-from mule.pi._codec import (
-    PI_CODEC,
-    WireCodec,
-    WireError,
-    camel,
-    decode,
-    from_json,
-    from_wire,
-    to_json,
-    to_wire,
 )
 from mule.pi._content import (
     AssistantContent,
@@ -97,6 +88,32 @@ from mule.pi.providers import (
     register_provider,
     retry_after_ms,
     stream_simple,
+)
+
+if TYPE_CHECKING:
+    from mule.pi._codec import (
+        PI_CODEC,
+        WireCodec,
+        WireError,
+        camel,
+        decode,
+        from_json,
+        from_wire,
+        to_json,
+        to_wire,
+    )
+
+# The codec (cattrs and its hooks) loads on first use: a run does not encode.
+_CODEC_NAMES = (
+    "PI_CODEC",
+    "WireCodec",
+    "WireError",
+    "camel",
+    "decode",
+    "from_json",
+    "from_wire",
+    "to_json",
+    "to_wire",
 )
 
 __all__ = [
@@ -194,6 +211,8 @@ __all__ = [
 ]
 
 # Last, once every exported name is bound: public names read this face as their module.
-from mule._publish import publish as _publish
+from mule._publish import lazy as _lazy  # noqa: E402
+from mule._publish import publish as _publish  # noqa: E402
 
+__getattr__ = _lazy(__name__, globals(), dict.fromkeys(_CODEC_NAMES, "mule.pi._codec"))
 _publish(__name__, globals(), __all__)

@@ -7,11 +7,10 @@ import inspect
 import json
 import typing
 from collections.abc import AsyncIterator, Callable
-from typing import Any, TypeVar, final, overload
+from typing import TYPE_CHECKING, Any, TypeVar, final, overload
 
 import anyio
 import anyio.to_thread
-import docstring_parser
 
 from mule.effects import (
     ExecutionMode,
@@ -27,6 +26,9 @@ from mule.effects import (
 from mule.pi import AbortSignal, ImageContent, JsonObject, JsonValue, TextContent, Tool, ToolCall
 from mule.promise._tool_context import ToolContext
 from mule.promise._types import MuleTool, MuleToolPreparation, MuleToolPrepared
+
+if TYPE_CHECKING:
+    import docstring_parser
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -119,6 +121,8 @@ def tool(
 
 
 def _parsed(f: Callable[..., Any]) -> docstring_parser.Docstring:
+    import docstring_parser  # with the first tool decorated, not with `import mule`
+
     return docstring_parser.parse(inspect.getdoc(f) or "")
 
 

@@ -13,7 +13,6 @@ import functools
 from typing import Literal, TypeAlias
 
 import anyio
-import anyio.from_thread
 
 from mule.effects import MuleRunOutcome, OutputT
 from mule.pi import AbortSignal
@@ -48,7 +47,10 @@ def run_sync(
     call = functools.partial(run, inp, listener, signal)
     if not _in_event_loop():
         return anyio.run(call, backend=backend)
-    with anyio.from_thread.start_blocking_portal(backend) as portal:
+    # concurrent.futures and logging: not with `import mule`
+    from anyio.from_thread import start_blocking_portal
+
+    with start_blocking_portal(backend) as portal:
         future = portal.start_task_soon(call)
         try:
             return future.result()

@@ -11,8 +11,6 @@ from __future__ import annotations
 from collections.abc import Callable, Coroutine
 from typing import Any, final
 
-import anyio.from_thread
-
 from mule.pi import AbortSignal, ToolCall
 
 
@@ -48,7 +46,9 @@ class ToolContext:
 
     def progress_from_thread(self, update: object) -> None:
         """`progress` for a sync tool function (it runs in a worker thread)."""
-        anyio.from_thread.run(self._progress, update)
+        from anyio.from_thread import run  # concurrent.futures, logging: not with `import mule`
+
+        run(self._progress, update)
 
 
 __all__ = ["ToolContext"]
