@@ -9,6 +9,7 @@ whose message asked for it. Streamed deltas cost one type check: no span, no att
 from __future__ import annotations
 
 import time
+import weakref
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Final, final
 
@@ -52,6 +53,56 @@ _DURATION_BUCKETS: Final = (
 )  # fmt: skip
 
 
+_OK: Final = Status(StatusCode.OK)
+
+
+@final
+class _Instruments:
+    """A provider pair's tracer and GenAI histograms, made once (not once per run)."""
+
+    __slots__ = ("duration", "tokens", "tracer")
+
+    def __init__(self, tracer: trace.Tracer, meter: metrics.Meter) -> None:
+        self.tracer = tracer
+        self.tokens = meter.create_histogram(
+            "gen_ai.client.token.usage",
+            unit="{token}",
+            description="Number of input and output tokens used",
+            explicit_bucket_boundaries_advisory=_TOKEN_BUCKETS,
+        )
+        self.duration = meter.create_histogram(
+            "gen_ai.client.operation.duration",
+            unit="s",
+            description="GenAI operation duration",
+            explicit_bucket_boundaries_advisory=_DURATION_BUCKETS,
+        )
+
+
+# Weak: a host's providers live as long as the host keeps them, not as long as mule.
+_MADE: weakref.WeakKeyDictionary[Any, weakref.WeakKeyDictionary[Any, _Instruments]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _instruments(
+    tracer_provider: trace.TracerProvider | None, meter_provider: metrics.MeterProvider | None
+) -> _Instruments:
+    tracers = tracer_provider or trace.get_tracer_provider()
+    meters = meter_provider or metrics.get_meter_provider()
+    try:
+        by_meter = _MADE.get(tracers)
+        if by_meter is None:
+            by_meter = _MADE[tracers] = weakref.WeakKeyDictionary()
+        made = by_meter.get(meters)
+        if made is None:
+            made = by_meter[meters] = _Instruments(
+                tracers.get_tracer(_SCOPE), meters.get_meter(_SCOPE)
+            )
+    except TypeError:  # a provider that cannot be weakly referenced: made per run
+        return _Instruments(tracers.get_tracer(_SCOPE), meters.get_meter(_SCOPE))
+    return made
+
+
 @final
 class _Prompt:
     """A model attempt between its `model_prompt` and its assistant `message_start`.
@@ -70,14 +121,19 @@ class _Prompt:
 
 @final
 class _Attempt:
-    """One model attempt's span, until its assistant message ends."""
+    """One model attempt's span; its context, made when its first tool call starts."""
 
-    __slots__ = ("context", "span", "started")
+    __slots__ = ("_context", "span", "started")
 
     def __init__(self, span: Span, started: float) -> None:
         self.span = span
         self.started = started
-        self.context = trace.set_span_in_context(span)
+        self._context: otel_context.Context | None = None
+
+    def context(self) -> otel_context.Context:
+        if self._context is None:
+            self._context = trace.set_span_in_context(self.span)
+        return self._context
 
 
 @final
@@ -98,20 +154,13 @@ class _Recorder:
         on_run_start: Callable[[str], None] | None,
     ) -> None:
         self._inner = listener
-        self._tracer = trace.get_tracer(_SCOPE, tracer_provider=tracer_provider)
-        meter = (meter_provider or metrics.get_meter_provider()).get_meter(_SCOPE)
-        self._tokens = meter.create_histogram(
-            "gen_ai.client.token.usage",
-            unit="{token}",
-            description="Number of input and output tokens used",
-            explicit_bucket_boundaries_advisory=_TOKEN_BUCKETS,
-        )
-        self._duration = meter.create_histogram(
-            "gen_ai.client.operation.duration",
-            unit="s",
-            description="GenAI operation duration",
-            explicit_bucket_boundaries_advisory=_DURATION_BUCKETS,
-        )
+        made = _instruments(tracer_provider, meter_provider)
+        self._tracer = made.tracer
+        self._tokens = made.tokens
+        self._duration = made.duration
+        # Metric attributes per (provider, model, error type): duration, input, output. The SDK
+        # copies them, so one set serves every attempt alike.
+        self._metric_attrs: dict[tuple[str, str, str | None], tuple[dict[str, str], ...]] = {}
         self._capture = capture_content
         self._agent_name = agent_name
         self._conversation_id = conversation_id
@@ -134,7 +183,7 @@ class _Recorder:
         self._run_context: otel_context.Context | None = None
         self._pending: _Prompt | None = None  # prompted, its assistant message not yet started
         self._attempts: dict[str, _Attempt] = {}  # by message identity
-        self._asked: dict[str, otel_context.Context] = {}  # a message's context, for its calls
+        self._asked: dict[str, _Attempt] = {}  # by message identity, for its tool calls
         self._tools: dict[str, Span] = {}  # by tool_call identity
         self._transcript: list[Message] = list(self._starting) if self._capture else []
         self._model: str | None = None
@@ -196,9 +245,7 @@ class _Recorder:
             return
         outcome = event.outcome
         status = (
-            Status(StatusCode.OK)
-            if outcome == "completed"
-            else Status(StatusCode.ERROR, f"the run was {outcome}")
+            _OK if outcome == "completed" else Status(StatusCode.ERROR, f"the run was {outcome}")
         )
         why = None if outcome == "completed" else outcome
         # Work the run left open (a stream or tools cut off by a cancel or failure) ends with it.
@@ -271,7 +318,7 @@ class _Recorder:
         attrs["mule.message"] = message
         attempt = _Attempt(self._chat_span(f"chat {value.model}", prompt), prompt.started)
         self._attempts[message] = attempt
-        self._asked[message] = attempt.context
+        self._asked[message] = attempt
 
     def _message_end(self, event: MessageEnd) -> None:
         value = event.value
@@ -307,21 +354,19 @@ class _Recorder:
         if self._capture:
             attrs["gen_ai.output.messages"] = messages_attribute((value,))
         span = attempt.span
-        metric = {
-            OP: "chat",
-            PROVIDER: PROVIDER_NAMES.get(value.provider, value.provider),
-            MODEL: value.model,
-        }
+        why = None
         if failed:
-            why = error_type(value)
-            attrs[ERROR_TYPE] = why
-            metric[ERROR_TYPE] = why
+            why = attrs[ERROR_TYPE] = error_type(value)
             span.set_status(Status(StatusCode.ERROR, value.error_message or value.stop_reason))
         span.set_attributes(attrs)
         span.end()
-        self._duration.record(time.perf_counter() - attempt.started, metric)
-        self._tokens.record(input_tokens, {**metric, "gen_ai.token.type": "input"})
-        self._tokens.record(usage.output, {**metric, "gen_ai.token.type": "output"})
+        key = (value.provider, value.model, why)
+        metric = self._metric_attrs.get(key)
+        if metric is None:
+            metric = self._metric_attrs[key] = _metric_attributes(*key)
+        self._duration.record(time.perf_counter() - attempt.started, metric[0])
+        self._tokens.record(input_tokens, metric[1])
+        self._tokens.record(usage.output, metric[2])
 
     # -- tool calls -------------------------------------------------------------------------
 
@@ -329,7 +374,7 @@ class _Recorder:
         call = event.call
         ident = event.tool_call
         parent = ident.parent
-        context = self._asked.get(parent.value) if parent is not None else None
+        asked = self._asked.get(parent.value) if parent is not None else None
         attrs: dict[str, Any] = {
             OP: "execute_tool",
             "gen_ai.tool.name": call.name,
@@ -343,7 +388,7 @@ class _Recorder:
             attrs["gen_ai.tool.call.arguments"] = arguments_attribute(call)
         self._tools[ident.value] = self._tracer.start_span(
             f"execute_tool {call.name}",
-            context=context or self._run_context,
+            context=self._run_context if asked is None else asked.context(),
             kind=SpanKind.INTERNAL,
             attributes=attrs,
         )
@@ -359,6 +404,20 @@ class _Recorder:
             span.set_attribute(ERROR_TYPE, "tool_error")
             span.set_status(Status(StatusCode.ERROR, "the tool returned an error result"))
         span.end()
+
+
+def _metric_attributes(
+    provider: str, model: str, why: str | None
+) -> tuple[dict[str, str], dict[str, str], dict[str, str]]:
+    """Return an attempt's metric attributes: for its duration, input and output tokens."""
+    metric = {OP: "chat", PROVIDER: PROVIDER_NAMES.get(provider, provider), MODEL: model}
+    if why is not None:
+        metric[ERROR_TYPE] = why
+    return (
+        metric,
+        {**metric, "gen_ai.token.type": "input"},
+        {**metric, "gen_ai.token.type": "output"},
+    )
 
 
 def traced(

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import gc
 import json
+import weakref
 from collections.abc import Iterator, Sequence
 
 import anyio
@@ -362,6 +364,28 @@ async def test_without_an_sdk_it_records_nothing_and_costs_little() -> None:
     outcome = await mule.run(run_input([reply("hi")]), traced(on_run_start=started.append))
     assert outcome.status == "completed"
     assert started == []  # the no-op provider has no trace to continue
+
+
+async def test_runs_on_the_same_providers_share_instruments_and_do_not_keep_providers(
+    otel: Otel,
+) -> None:
+    """The tracer and histograms are made once per provider pair, held weakly."""
+    for _ in range(3):
+        listener = traced(tracer_provider=otel.tracer_provider, meter_provider=otel.meter_provider)
+        await mule.run(run_input([reply("hi")]), listener)
+    assert [s.name for s in otel.finished()] == ["chat gpt-test", "invoke_agent"] * 3
+    durations = otel.points("gen_ai.client.operation.duration")
+    assert [p.count for p in durations] == [3]  # one series, all three runs in it
+    tracer_provider = TracerProvider(shutdown_on_exit=False)
+    meter_provider = MeterProvider(shutdown_on_exit=False)
+    await mule.run(
+        run_input([reply("hi")]),
+        traced(tracer_provider=tracer_provider, meter_provider=meter_provider),
+    )
+    refs = (weakref.ref(tracer_provider), weakref.ref(meter_provider))
+    del tracer_provider, meter_provider
+    gc.collect()
+    assert [r() for r in refs] == [None, None]
 
 
 async def test_the_effects_root_records_the_same_tree(otel: Otel) -> None:
