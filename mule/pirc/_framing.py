@@ -2,6 +2,10 @@
 
 Decoding is bounded too: a record nested deeper than a limit is refused before `json.loads`
 sees it (Python's decoder and every walker after it recurse), with a typed `LineError`.
+
+pi's hot record, the streamed `message_update`, holds the response so far twice; it is read by
+a fast path that decodes that response once and gives the value json.loads gives (or leaves
+the line to json.loads when it is in any other form).
 """
 
 from __future__ import annotations
@@ -9,6 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+from collections.abc import Callable
 from typing import Any, Final, Literal, TypeAlias, final
 
 from attrs import define
@@ -137,13 +142,42 @@ class LineError(BridgeError, ValueError):
         super().__init__(detail)
 
 
+def _openings_exceed(line: bytes, limit: int) -> bool:
+    """Whether `line` holds more than `limit` `[` and `{` in all (inside strings too).
+
+    `bytes.count` walks every byte; on a long line, `bytes.find` of one byte (memchr) hops
+    from bracket to bracket several times faster, and pi's long lines are mostly text. A
+    bracket-rich line is counted after a few hops.
+    """
+    if len(line) < _FIND_FROM:
+        return line.count(b"[") + line.count(b"{") > limit
+    n = 0
+    for bracket in b"[{":
+        i = line.find(bracket)
+        hops = 0
+        while i >= 0:
+            n += 1
+            hops += 1
+            if hops == _HOPS:
+                n += line.count(bracket, i + 1)
+                break
+            i = line.find(bracket, i + 1)
+        if n > limit:
+            return True
+    return False
+
+
+_FIND_FROM: Final = 6144  # bytes; below, two counts are cheaper than a dozen finds
+_HOPS: Final = 32  # finds per bracket before counting the rest
+
+
 def nesting_exceeds(line: bytes, limit: int) -> bool:
     """Whether JSON text `line` nests arrays and objects more than `limit` deep.
 
-    Most records have fewer brackets than the limit in all, which settles it with two C-speed
-    counts; only the others are scanned (brackets inside strings do not count).
+    Most records have fewer brackets than the limit in all, which settles it at C speed; only
+    the others are scanned (brackets inside strings do not count).
     """
-    if line.count(b"[") + line.count(b"{") <= limit:
+    if not _openings_exceed(line, limit):
         return False
     depth = 0
     for m in _DEPTH_TOKEN.finditer(line):
@@ -157,10 +191,119 @@ def nesting_exceeds(line: bytes, limit: int) -> bool:
     return False
 
 
+# The C scanner behind json.loads (`scan_once` is set in JSONDecoder.__init__; the stubs omit
+# it): it decodes the value at an index and returns it with the index after it.
+_scan: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
+
+_UPDATE: Final = b'{"type":"message_update",'
+
+
+class _Unsure(ValueError):
+    """Text the update reader leaves to json.loads (not pi's compact form, or not JSON)."""
+
+
+def _object(text: str, pos: int, copy: list[tuple[str, Any]], top: bool) -> tuple[Any, int]:
+    """Decode the compact JSON object at `pos` key by key; return it and the index after it.
+
+    The top level's `assistantMessageEvent` is read the same way; the first of its `partial`
+    and the top level's `message` is decoded and kept in `copy` with its text, and the second,
+    when its text is the same, is that value (equal text, equal value: an object's text ends
+    at its closing brace, so a prefix match is the whole value).
+    """
+    if text[pos] != "{":
+        raise _Unsure
+    obj: dict[str, Any] = {}
+    pos += 1
+    if text[pos] == "}":
+        return obj, pos + 1
+    while True:
+        if text[pos] != '"':
+            raise _Unsure
+        key, pos = _scan(text, pos)
+        if text[pos] != ":":
+            raise _Unsure
+        pos += 1
+        if top and key == "assistantMessageEvent" and text[pos] == "{":
+            value, pos = _object(text, pos, copy, False)
+        elif key == ("message" if top else "partial") and text[pos] == "{":
+            if copy and text.startswith(copy[0][0], pos):
+                value = copy[0][1]
+                pos += len(copy[0][0])
+            else:
+                start = pos
+                value, pos = _scan(text, pos)
+                if not copy:
+                    copy.append((text[start:pos], value))
+        else:
+            value, pos = _scan(text, pos)
+        obj[key] = value
+        c = text[pos]
+        pos += 1
+        if c == "}":
+            return obj, pos
+        if c != ",":
+            raise _Unsure
+
+
+# pi's streamed delta, in the key order pi writes it; the delta string is scanned from its quote.
+_DELTA_HEAD: Final = re.compile(
+    r'\{"type":"message_update","assistantMessageEvent":\{"type":"(text_delta|thinking_delta|'
+    r'toolcall_delta)","contentIndex":(0|[1-9][0-9]{0,8}),"delta":(?=")'
+)
+_PARTIAL_KEY: Final = ',"partial":'
+_MESSAGE_KEY: Final = '},"message":'
+
+
+def _decode_delta(text: str) -> dict[str, Any] | None:
+    """Decode a `*_delta` update written in pi's key order, or return None (any other form)."""
+    head = _DELTA_HEAD.match(text)
+    if head is None:
+        return None
+    delta, pos = _scan(text, head.end())
+    if not text.startswith(_PARTIAL_KEY, pos) or text[pos + len(_PARTIAL_KEY)] != "{":
+        return None
+    start = pos + len(_PARTIAL_KEY)
+    partial, end = _scan(text, start)
+    if not text.startswith(_MESSAGE_KEY, end):
+        return None
+    at = end + len(_MESSAGE_KEY)
+    if len(text) - 1 - at == end - start and text.startswith(text[start:end], at):
+        message, last = partial, len(text) - 1  # the same text: the same value
+    else:
+        message, last = _scan(text, at)
+    if last != len(text) - 1 or text[last] != "}":
+        return None
+    event = {"type": head[1], "contentIndex": int(head[2]), "delta": delta, "partial": partial}
+    return {"type": "message_update", "assistantMessageEvent": event, "message": message}
+
+
+def _decode_update(line: bytes) -> dict[str, Any] | None:
+    """Decode pi's `message_update` record with its response so far decoded once, or None.
+
+    pi writes that response twice, as the event's `partial` and as `message`, usually as the
+    same text: then both keys hold one decoded value (no caller mutates records). The value
+    is the one json.loads gives; anything but pi's compact form (whitespace, an error) is
+    None, for json.loads to decode or refuse.
+    """
+    try:
+        text = line.decode("utf-8", "surrogatepass")  # as json.loads decodes UTF-8 bytes
+        delta = _decode_delta(text)
+        if delta is not None:
+            return delta
+        value, end = _object(text, 0, [], True)
+    except (LookupError, StopIteration, ValueError, RecursionError):
+        return None
+    return value if end == len(text) else None
+
+
 def decode_line(line: bytes, max_depth: int = DEFAULT_DEPTH) -> dict[str, Any]:
     """Decode one record as a JSON object, or raise `LineError` (never anything else)."""
     if nesting_exceeds(line, max_depth):
         raise LineError("too_deep", f"nested deeper than {max_depth} levels")
+    if line.startswith(_UPDATE):  # the hot record: most of pi's lines, and the longest
+        update = _decode_update(line)
+        if update is not None:
+            return update
     try:
         value = json.loads(line)
     except RecursionError:  # cannot happen below the limit; kept typed whatever the stack
