@@ -1,7 +1,7 @@
 """Runs per second through DBOS (1 and 2 workers) against in-process runs; cost per step.
 
-    .venv/bin/python bench/dbos_throughput.py [--workload s2|crash] [--runs 300]
-        [--concurrency 100]
+    .venv/bin/python bench/dbos_throughput.py [--workload s2|crash|floor] [--runs 300]
+        [--concurrency 100] [--floor-steps 13]
 
 Starts a throwaway PostgreSQL with scripts/pg-start (stopped at the end) and worker processes
 (this file with --worker). Workloads:
@@ -11,6 +11,9 @@ Starts a throwaway PostgreSQL with scripts/pg-start (stopped at the end) and wor
   the last; 13 DBOS steps per run (5 model attempts, 8 tool executions).
 - `crash`: the crash matrix's scenario (mule.testing.crash): four model attempts (one fails
   and is retried) and five tool calls, no-op tools that append one line to a file; 9 steps.
+- `floor`: DBOS alone, no mule: a workflow of `--floor-steps` trivial DBOS steps (each
+  returning a small dict) on the same queue, worker and PostgreSQL: what DBOS itself costs
+  per run (0 steps: the workflow's own start, dequeue and result).
 
 `--concurrency` is the number in flight: the worker's concurrency (and the in-process
 semaphore). Reported:
@@ -19,7 +22,9 @@ semaphore). Reported:
   client process, so queue pickup is included);
 - per-run execution time (median): in-process, one run at a time; DBOS, from the workflow's
   dequeue to its last update (no queue wait), one run at a time on one worker;
-- added cost per step: the difference, divided by the steps of a run.
+- added cost per step: the difference, divided by the steps of a run;
+- CPU per run: the worker process's and PostgreSQL's (all its processes) user + system CPU
+  over the measured runs, divided by their number (from /proc).
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ import sys
 import tempfile
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -84,8 +90,28 @@ def prompt(workload: str) -> tuple[Message, ...]:
 # -- the worker side ----------------------------------------------------------------------------
 
 
+FLOOR_WORKFLOW = "bench.floor"
+
+
+def register_floor() -> None:
+    """Register DBOS's floor: a workflow of n trivial steps (no mule in it)."""
+    from dbos import DBOS
+
+    @DBOS.step(name="bench.floor_step")
+    async def floor_step(i: int) -> dict[str, int]:
+        return {"i": i}
+
+    @DBOS.workflow(name=FLOOR_WORKFLOW)
+    async def floor(n: int) -> dict[str, Any]:
+        for i in range(n):
+            await floor_step(i)
+        return {"status": "completed", "messages": [], "message": None, "error": None}
+
+
 def worker_main(url: str, executor_id: str, concurrency: int, effects: str, workload: str) -> None:
     from mule.dbos import launch_worker, register_agent
+
+    register_floor()
 
     register_agent("bench", lambda messages: scenario_input(workload, messages, Path(effects)))
     worker = launch_worker(
@@ -154,21 +180,75 @@ async def in_process(
     return runs / (time.perf_counter() - t), statistics.median(alone)
 
 
+FLOOR_STEPS = [13]
+
+
+def start(client: Any, workload: str) -> str:
+    """Start one run of the workload; return its workflow id."""
+    if workload != "floor":
+        run_id: str = client.start("bench", prompt(workload))
+        return run_id
+    run_id = f"floor-{uuid.uuid4().hex}"
+    client.client.enqueue(
+        {"queue_name": client.queue, "workflow_name": FLOOR_WORKFLOW, "workflow_id": run_id},
+        FLOOR_STEPS[0],
+    )
+    return run_id
+
+
 def through_dbos(client: Any, workload: str, runs: int) -> float:
     """Return runs/s: enqueue `runs` runs, wait for every result."""
     t = time.perf_counter()
-    ids = [client.start("bench", prompt(workload)) for _ in range(runs)]
+    with ThreadPoolExecutor(4) as pool:  # one thread's enqueues alone top out near 150/s
+        ids = list(pool.map(lambda _: start(client, workload), range(runs)))
+    _say(f"  enqueued {runs} in {time.perf_counter() - t:.2f} s")
     for run_id in ids:
         summary = client.result(run_id)
         assert summary.status == "completed", summary.error
-    return runs / (time.perf_counter() - t)
+    wall = time.perf_counter() - t
+    got = [client.client.retrieve_workflow(i).get_status() for i in ids[:: max(1, runs // 50)]]
+    took = [(s.updated_at - s.dequeued_at) / 1000 for s in got]
+    waited = [(s.dequeued_at - s.created_at) / 1000 for s in got]
+    _say(
+        f"  a run: {statistics.median(took) * 1000:.0f} ms dequeue to end (median),"
+        f" {statistics.median(waited) * 1000:.0f} ms queued; about"
+        f" {statistics.mean(took) * runs / wall:.0f} in flight on average"
+    )
+    return runs / wall
+
+
+def cpu_s(pids: list[int]) -> float:
+    """Return the user + system CPU seconds the processes used so far."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])  # utime, stime
+    return total / tick
+
+
+def pg_pids(pg: Path) -> list[int]:
+    """Return the PostgreSQL cluster's processes (the postmaster and its children)."""
+    master = int((pg / "data" / "postmaster.pid").read_text().split()[0])
+    kids = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == master:
+            kids.append(int(stat.parent.name))
+    return [master, *kids]
 
 
 def dbos_alone(client: Any, workload: str, n: int = 10) -> float:
     """Return the median execution time of one run alone (dequeue to last update)."""
     took: list[float] = []
     for _ in range(n):
-        run_id = client.start("bench", prompt(workload))
+        run_id = start(client, workload)
         client.result(run_id)
         status = client.client.retrieve_workflow(run_id).get_status()
         took.append((status.updated_at - status.dequeued_at) / 1000)
@@ -177,19 +257,30 @@ def dbos_alone(client: Any, workload: str, n: int = 10) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--workload", choices=["s2", "crash"], default="s2")
+    parser.add_argument("--workload", choices=["s2", "crash", "floor"], default="s2")
+    parser.add_argument(
+        "--profile", metavar="OUT", help="py-spy the worker's measured runs (raw, to OUT)"
+    )
+    parser.add_argument("--floor-steps", type=int, default=13, help="DBOS steps per floor run")
     parser.add_argument("--runs", type=int, default=300)
     parser.add_argument("--concurrency", type=int, default=100, help="runs in flight")
     parser.add_argument("--workers", type=int, choices=[1, 2], default=2)
     args = parser.parse_args()
     wl = args.workload
+    FLOOR_STEPS[0] = args.floor_steps
+    STEPS_PER_RUN["floor"] = args.floor_steps
 
     from mule.dbos import MuleDBOSClient
 
     with tempfile.TemporaryDirectory() as tmp:
         here = Path(tmp)
         effects = here / "effects"
-        local_rate, local_alone = anyio.run(in_process, wl, args.runs, args.concurrency, effects)
+        if wl == "floor":
+            local_rate, local_alone = float("nan"), 0.0
+        else:
+            local_rate, local_alone = anyio.run(
+                in_process, wl, args.runs, args.concurrency, effects
+            )
         _say(f"in-process: {local_rate:.1f} runs/s, one run alone {local_alone * 1000:.1f} ms")
         pg = here / "pg"
         url = subprocess.run(
@@ -205,8 +296,30 @@ def main() -> None:
                 through_dbos(client, wl, 5)  # warm up
                 alone = dbos_alone(client, wl)
                 _say(f"DBOS one run alone: {alone * 1000:.1f} ms")
+                watched = [workers[0].pid, *pg_pids(pg)]
+                before, pg_before = cpu_s(watched[:1]), cpu_s(watched[1:])
+                spy = None
+                if args.profile:
+                    spy = subprocess.Popen(
+                        [
+                            *(str(Path(sys.executable).parent / "py-spy"), "record"),
+                            *("--pid", str(workers[0].pid), "--format", "raw"),
+                            *("-o", args.profile, "--rate", "200", "--threads", "--nonblocking"),
+                        ],
+                        stdout=subprocess.DEVNULL,
+                        stderr=subprocess.DEVNULL,
+                    )
+                    time.sleep(1)
                 one = through_dbos(client, wl, args.runs)
-                _say(f"DBOS, 1 worker: {one:.1f} runs/s")
+                if spy is not None:
+                    spy.send_signal(2)
+                    spy.wait(60)
+                worker_cpu = (cpu_s(watched[:1]) - before) / args.runs
+                pg_cpu = (cpu_s(watched[1:]) - pg_before) / args.runs
+                _say(
+                    f"DBOS, 1 worker: {one:.1f} runs/s, CPU per run: worker "
+                    f"{worker_cpu * 1000:.1f} ms, PostgreSQL {pg_cpu * 1000:.1f} ms"
+                )
                 two = None
                 if args.workers == 2:
                     workers.append(spawn_worker(url, args.concurrency, effects, wl))
@@ -219,7 +332,7 @@ def main() -> None:
             subprocess.run([str(ROOT / "scripts" / "pg-stop"), str(pg)], check=False)
 
     steps = STEPS_PER_RUN[wl]
-    per_step_ms = (alone - local_alone) / steps * 1000
+    per_step_ms = (alone - local_alone) / max(steps, 1) * 1000
     print(
         f"workload {wl}, cores: {os.cpu_count()}, runs: {args.runs}, "
         f"in flight per worker: {args.concurrency}"
@@ -228,6 +341,10 @@ def main() -> None:
     print("|---|---:|---:|")
     print(f"| in-process mule.run | {local_rate:.1f} | {local_alone * 1000:.1f} ms |")
     print(f"| DBOS, 1 worker | {one:.1f} | {alone * 1000:.1f} ms |")
+    print(
+        f"CPU per run (1 worker): worker {worker_cpu * 1000:.1f} ms, "
+        f"PostgreSQL {pg_cpu * 1000:.1f} ms; load average {os.getloadavg()[0]:.1f}"
+    )
     if two is not None:
         print(f"| DBOS, 2 workers | {two:.1f} | |")
     print(f"added cost per step: {per_step_ms:.2f} ms ({steps} steps per run)")

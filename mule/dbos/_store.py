@@ -59,6 +59,13 @@ CREATE TABLE IF NOT EXISTS {s}.claims(
     claimed_ms BIGINT NOT NULL,
     PRIMARY KEY(run_id, step)
 );
+CREATE TABLE IF NOT EXISTS {s}.steps(
+    run_id TEXT NOT NULL,
+    step INTEGER NOT NULL,
+    name TEXT NOT NULL,
+    output TEXT NOT NULL,
+    PRIMARY KEY(run_id, step)
+);
 CREATE TABLE IF NOT EXISTS {s}.workers(
     executor_id TEXT PRIMARY KEY,
     seen_ms BIGINT NOT NULL
@@ -74,6 +81,25 @@ CREATE TABLE IF NOT EXISTS {s}.meta(
 
 class StoreError(Exception):
     """The store cannot do what was asked (an unknown run, a run that already exists)."""
+
+
+@final
+class StepRecord:
+    """A workflow step's output, handed to the writer thread; `kept` is what the store holds.
+
+    The first output recorded for `(run_id, step)` wins: an execution that finds one already
+    there (a second execution of the same workflow) gets that one in `kept`. A claim is a row
+    with `name` None: `kept` is then True if this claim was the first.
+    """
+
+    __slots__ = ("kept", "name", "output", "run_id", "step")
+
+    def __init__(self, run_id: str, step: int, name: str | None, output: str) -> None:
+        self.run_id = run_id
+        self.step = step
+        self.name = name
+        self.output = output
+        self.kept: Any = None
 
 
 @final
@@ -211,6 +237,17 @@ class PgStore:
             "INSERT INTO {}.events(run_id, segment, key, type, body) VALUES (%s, %s, %s, %s, %s)"
             " ON CONFLICT (run_id, segment, key) WHERE key IS NOT NULL DO NOTHING"
         ).format(s)
+        self.q_step = sql.SQL(
+            "INSERT INTO {}.steps VALUES (%s, %s, %s, %s) ON CONFLICT DO NOTHING"
+            " RETURNING run_id, step"
+        ).format(s)
+        self.q_claim = sql.SQL(
+            "INSERT INTO {}.claims VALUES (%s, %s, %s, %s) ON CONFLICT DO NOTHING"
+            " RETURNING run_id, step"
+        ).format(s)
+        self.q_output = sql.SQL(
+            "SELECT output FROM {}.steps WHERE run_id = %s AND step = %s"
+        ).format(s)
         self.q_status = sql.SQL(
             "UPDATE {}.runs SET status = %s, updated_ms = %s WHERE run_id = %s"
         ).format(s)
@@ -224,17 +261,50 @@ class PgStore:
                     self.db.execute(sql.SQL(statement.replace("{s}", "{}")).format(s))
 
     def _write_rows(
-        self, rows: list[tuple[str, int, str | None, str, str]], statuses: list[tuple[str, str]]
+        self,
+        rows: list[tuple[str, int, str | None, str, str] | StepRecord],
+        statuses: list[tuple[str, str]],
     ) -> None:
-        """Write events and run statuses in one transaction; wake the runs' followers."""
+        """Write events, step records and run statuses in one transaction; wake followers."""
+        events = [r for r in rows if type(r) is tuple]
+        steps = [r for r in rows if type(r) is StepRecord and r.name is not None]
+        claims = [r for r in rows if type(r) is StepRecord and r.name is None]
         with self.lock, self.db.transaction():
             cur = self.db.cursor()
-            cur.executemany(self.q_insert, rows)
+            if events:
+                cur.executemany(self.q_insert, events)
+            if steps:
+                self._insert_first(cur, steps)
+            if claims:
+                self._insert_first(cur, claims)
             now = now_ms()
             for status, run_id in statuses:
                 cur.execute(self.q_status, (status, now, run_id))
-            for run_id in dict.fromkeys(row[0] for row in rows):
+            for run_id in dict.fromkeys(row[0] for row in events):
                 cur.execute("SELECT pg_notify(%s, %s)", (NOTIFY_CHANNEL, run_id))
+
+    def _insert_first(self, cur: psycopg.Cursor[Any], recs: list[StepRecord]) -> None:
+        """Insert step records or claims; set each one's `kept` (the first recorded wins)."""
+        claims = recs[0].name is None
+        params: list[tuple[Any, ...]]
+        if claims:
+            params = [(r.run_id, f"step:{r.step}", r.output, now_ms()) for r in recs]
+        else:
+            params = [(r.run_id, r.step, r.name, r.output) for r in recs]
+        cur.executemany(self.q_claim if claims else self.q_step, params, returning=True)
+        mine: list[bool] = []  # one result per record, in order: a row if it was inserted
+        while True:
+            mine.append(cur.fetchone() is not None)
+            if not cur.nextset():
+                break
+        for r, inserted in zip(recs, mine, strict=True):
+            if claims:
+                r.kept = inserted
+            elif inserted:
+                r.kept = r.output
+            else:  # another execution of the workflow recorded this step first: its output stands
+                got = cur.execute(self.q_output, (r.run_id, r.step)).fetchone()
+                r.kept = None if got is None else str(got[0])
 
     def close(self) -> None:
         """Write what was handed to the writer thread, then close the connection."""
@@ -297,6 +367,13 @@ class PgStore:
             raise StoreError(f"unknown run {run_id!r}: call begin() first")
         return _Recorder(self, run_id, int(row[0]), skip, commit_at)
 
+    def record(self, rec: StepRecord) -> Awaitable[None] | None:
+        """Hand a step record (or claim) to the writer; the wait ends once it is committed.
+
+        Grouped with every other run's rows in one transaction (one fsync for them all).
+        """
+        return self._writer.submit([rec])
+
     def claim(self, run_id: str, step: str, executor: str) -> bool:
         """Claim an unsafe step before its side effect; False if it was claimed before.
 
@@ -336,6 +413,13 @@ class PgStore:
             raise StoreError(f"unknown run {run_id!r}")
         messages: tuple[Message, ...] = from_json(tuple[Message, ...], row[0])
         return messages
+
+    def steps(self, run_id: str) -> dict[int, tuple[str, str]]:
+        """Return the run's recorded step outputs: step id -> (step name, output JSON)."""
+        rows = self._x(
+            "SELECT step, name, output FROM {}.steps WHERE run_id = %s", (run_id,)
+        ).fetchall()
+        return {int(step): (str(name), str(out)) for step, name, out in rows}
 
     def meta(self, run_id: str) -> dict[str, str]:
         """Return the run's metadata (see `set_meta`)."""
@@ -433,6 +517,7 @@ async def follow(
 __all__ = [
     "NOTIFY_CHANNEL",
     "PgStore",
+    "StepRecord",
     "StoreError",
     "StoredEvent",
     "event_key",

@@ -1,13 +1,16 @@
-"""A mule run as a DBOS workflow: model attempts and tool executions are DBOS steps.
+"""A mule run as a DBOS workflow: model attempts and tool executions are recorded steps.
 
 The workflow runs mule's own interpreter. The stream function and each tool's executor are
-wrapped so that every model attempt and every tool execution is one DBOS step, at a step id
-reserved where the interpreter asks for it (the driver task, in the machine's deterministic
-order), so a replay after a crash asks for the same steps in the same order:
+wrapped so that every model attempt and every tool execution is one step, at a step id
+drawn where the interpreter asks for it (the driver task, in the machine's deterministic
+order), so a replay after a crash asks for the same steps in the same order. mule records the
+steps itself (`mule.steps`, through the run store's writer thread), not as DBOS steps: a DBOS
+step costs two queries and a commit of its own, where the writer commits the records of
+every run in flight in one transaction. DBOS queues, recovers and cancels the workflow.
 
 - a model attempt step runs the real stream, hands each event to the interpreter as it
   arrives (so listeners see the stream live) and returns the final assistant message; on
-  replay DBOS returns that message and the attempt re-streams only `start` and the terminal
+  replay the recorded message is returned and the attempt re-streams only `start` and the terminal
   event (its updates are not recorded again);
 - a tool step runs the executor, hands its updates on, and returns the result; an unsafe
   tool's step first commits a claim row, so a claimed step that never recorded its output
@@ -22,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import json
 import uuid
 from collections.abc import AsyncIterator, Callable
 from typing import Any, final
@@ -29,11 +33,12 @@ from typing import Any, final
 import anyio
 from anyio.abc import TaskGroup
 from attrs import evolve
-from dbos import DBOS, DBOSConfig, StepReservation
+from dbos import DBOS, DBOSConfig
 from returns.result import Failure
 
 import mule.promise as promise
 from mule.dbos._observe import DurableRun, ListenerFactory, both
+from mule.dbos._store import StepRecord, StoreError
 from mule.dbos._worker import Runtime, Worker
 from mule.effects import (
     INTERRUPTED_UNSAFE,
@@ -65,7 +70,7 @@ from mule.promise import core_input
 
 WORKFLOW_NAME = "mule.run"
 DEFAULT_QUEUE = "mule-runs"
-DEFAULT_VERSION = "mule-dbos-1"
+DEFAULT_VERSION = "mule-dbos-2"  # 2: steps recorded in mule.steps, not by DBOS
 MODEL_STEP = "mule.model_attempt"
 TOOL_STEP = "mule.tool_execution"
 
@@ -95,65 +100,59 @@ def _runtime() -> Runtime:
 
 @final
 class _Durable:
-    """One workflow execution's wrappers: model attempts and tool executions as DBOS steps."""
+    """One workflow execution's wrappers: model attempts and tool executions as recorded steps."""
 
-    def __init__(self, rt: Runtime, run_id: str, tg: TaskGroup) -> None:
+    def __init__(self, rt: Runtime, run_id: str, recorded: dict[int, tuple[str, str]]) -> None:
         self.rt = rt
         self.run_id = run_id
-        self.tg = tg
+        self.recorded = recorded  # step id -> (name, output JSON), read as the execution starts
+        self.tg: TaskGroup | None = None
+        self.next_step = 0
         self.replaying = False  # the current model attempt is replayed from its recorded output
 
     def skip(self, event: MuleEvent) -> bool:
         """Drop the updates of a replayed attempt: the log has the original stream."""
         return self.replaying and event.type == "message_update"
 
-    async def _pump(
-        self,
-        reservation: StepReservation,
-        name: str,
-        body: Callable[[Callable[[Any], Any]], Any],
-    ) -> AsyncIterator[tuple[str, Any]]:
-        """Run `body` as the reserved step in the run's task group; yield its live items.
+    def reserve(self) -> int:
+        """Draw the next step id (called in the driver task: the machine's deterministic order)."""
+        self.next_step += 1
+        return self.next_step
 
-        Yields ("item", x) for each item the body hands on, then ("live"|"replayed", output).
-        The step's raise is re-raised here.
+    def replayed(self, step: int, name: str) -> Any:
+        """Return the recorded output of `step` (None: not recorded); check it is a `name`."""
+        got = self.recorded.pop(step, None)
+        if got is None:
+            return None
+        if got[0] != name:
+            raise RuntimeError(
+                f"mule.dbos: run {self.run_id} diverged from its recorded steps: step {step}"
+                f" was a {got[0]}, this execution asks for a {name} (non-deterministic workflow"
+                " code?)"
+            )
+        return json.loads(got[1])
+
+    async def record(self, step: int, name: str, output: Any) -> Any:
+        """Commit a step's output before the run acts on it; return the output that stands.
+
+        The writer thread groups every run's records into one transaction. If another
+        execution of this workflow recorded the step first, its output is returned.
         """
-        send, recv = anyio.create_memory_object_stream[Any](0)
-        live = False
-        done: list[Any] = []
+        rec = StepRecord(self.run_id, step, name, json.dumps(output, separators=(",", ":")))
+        wait = self.rt.store.record(rec)
+        if wait is not None:
+            await wait
+        if rec.kept is None:
+            raise StoreError(f"step {step} of run {self.run_id} was not recorded")
+        return output if rec.kept is rec.output else json.loads(rec.kept)
 
-        async def hand_on(item: Any) -> None:
-            await send.send(item)
-
-        async def step_body() -> Any:
-            nonlocal live
-            live = True
-            return await body(hand_on)
-
-        scope = anyio.CancelScope()
-
-        async def runner() -> None:
-            with scope:
-                try:
-                    done.append((True, await reservation.run_async({"name": name}, step_body)))
-                except Exception as exc:
-                    done.append((False, exc))
-                finally:
-                    send.close()
-
-        self.tg.start_soon(runner)
-        try:
-            async with recv:
-                async for item in recv:
-                    yield "item", item
-            if not done:
-                raise RuntimeError(f"the {name} step ended without an outcome")
-            ok, value = done[0]
-            if not ok:
-                raise value
-            yield ("live" if live else "replayed"), value
-        finally:
-            scope.cancel()  # the consumer went away (abort, idle timeout): stop the step
+    async def claim(self, step: int) -> bool:
+        """Commit a claim on an unsafe step before its side effect; False if it was claimed."""
+        rec = StepRecord(self.run_id, step, None, self.rt.executor_id)
+        wait = self.rt.store.record(rec)
+        if wait is not None:
+            await wait
+        return bool(rec.kept)
 
     # -- the model ----------------------------------------------------------------------------
 
@@ -163,21 +162,23 @@ class _Durable:
         """Wrap a stream function: each call is one model-attempt step."""
 
         def call(model: Model, context: Context, options: StreamOptions) -> Any:
-            reservation = DBOS.reserve_step()  # in the driver task: deterministic order
-            source = self._attempt(reservation, real, model, context, options)
+            step = self.reserve()
+            source = self._attempt(step, real, model, context, options)
             return AssistantMessageEventStream.from_source(source)
 
         return call
 
     async def _attempt(
         self,
-        reservation: StepReservation,
+        step: int,
         real: Callable[..., Any],
         model: Model,
         context: Context,
         options: StreamOptions,
     ) -> AsyncIterator[AssistantMessageEvent]:
-        async def body(hand_on: Callable[[Any], Any]) -> Any:
+        self.replaying = False
+        value = self.replayed(step, MODEL_STEP)
+        if value is None:
             made = real(model, context, options)
             if inspect.isawaitable(made):
                 made = await made
@@ -186,29 +187,27 @@ class _Durable:
                     if type(event) is DoneEvent or type(event) is ErrorEvent:
                         # Handed on only once the step is recorded: the interpreter may close
                         # the stream right after it, and the message must be durable by then.
-                        terminal.append(event)
                         final = event.message if type(event) is DoneEvent else event.error
-                        return to_wire(final)
-                    await hand_on(event)
+                        mine = to_wire(final)
+                        value = await self.record(step, MODEL_STEP, mine)
+                        if value is mine:
+                            yield event
+                            return
+                        break  # another execution's attempt was recorded first: it stands
+                    yield event
             finally:
                 await _aclose(made)
-            raise RuntimeError("the model stream ended without a done or error event")
-
-        terminal: list[AssistantMessageEvent] = []
-        self.replaying = False
-        async for kind, value in self._pump(reservation, MODEL_STEP, body):
-            if kind == "item":
-                yield value
-            elif kind == "live":
-                yield terminal[0]
-            else:
-                message = from_wire(AssistantMessage, value)
-                self.replaying = True
-                yield StartEvent(partial=evolve(message, content=()))
-                if message.stop_reason in ("error", "aborted"):
-                    yield ErrorEvent(reason=message.stop_reason, error=message)
-                else:
-                    yield DoneEvent(reason=message.stop_reason, message=message)
+            if value is None:
+                raise RuntimeError("the model stream ended without a done or error event")
+        else:
+            self.replaying = True
+        message = from_wire(AssistantMessage, value)
+        if self.replaying:
+            yield StartEvent(partial=evolve(message, content=()))
+        if message.stop_reason in ("error", "aborted"):
+            yield ErrorEvent(reason=message.stop_reason, error=message)
+        else:
+            yield DoneEvent(reason=message.stop_reason, message=message)
 
     # -- tools ----------------------------------------------------------------------------------
 
@@ -220,11 +219,11 @@ class _Durable:
             prep = await tool.prepare(call, signal)
             if type(prep) is not promise.MuleToolPrepared:
                 return prep
-            reservation = DBOS.reserve_step()  # in the driver task: deterministic order
+            step = durable.reserve()  # in the driver task: deterministic order
             inner = prep
 
             def execute(s: AbortSignal) -> AsyncIterator[MuleToolExecutionPart]:
-                return durable._execute(reservation, tool, inner, s)
+                return durable._execute(step, tool, inner, s)
 
             return promise.MuleToolPrepared(execute)
 
@@ -232,44 +231,40 @@ class _Durable:
 
     async def _execute(
         self,
-        reservation: StepReservation,
+        step: int,
         tool: promise.MuleTool,
         prep: promise.MuleToolPrepared,
         signal: AbortSignal,
     ) -> AsyncIterator[MuleToolExecutionPart]:
-        rt = self.rt
-        step = f"step:{reservation.step_id}"
-
-        async def body(hand_on: Callable[[Any], Any]) -> Any:
-            if tool.replay == "unsafe":
-                claimed = await anyio.to_thread.run_sync(
-                    rt.store.claim, self.run_id, step, rt.executor_id
-                )
-                if not claimed:  # claimed by an execution that never recorded its output
-                    return {"interrupted": True}
-            parts = prep.execute(signal)
-            try:
-                async for part in parts:
-                    if part.type == "update":
-                        await hand_on(part)
-                    else:
-                        return {"result": to_wire(part.result)}
-            finally:
-                await _aclose(parts)
-            raise RuntimeError(f"tool {tool.descriptor.name} ended without a result")
-
-        async for kind, value in self._pump(reservation, TOOL_STEP, body):
-            if kind == "item":
-                yield value
-            elif "interrupted" in value:
-                text = (TextContent(INTERRUPTED_UNSAFE),)
-                result = MuleToolResult(content=text, details={}, is_error=True)
-                yield MuleToolExecutionPart("result", result)
+        value = self.replayed(step, TOOL_STEP)
+        if value is None:
+            if tool.replay == "unsafe" and not await self.claim(step):
+                # Claimed by an execution that never recorded its output: never run it again.
+                value = await self.record(step, TOOL_STEP, {"interrupted": True})
             else:
-                yield MuleToolExecutionPart("result", from_wire(MuleToolResult, value["result"]))
+                parts = prep.execute(signal)
+                try:
+                    async for part in parts:
+                        if part.type == "update":
+                            yield part
+                        else:
+                            mine = {"result": to_wire(part.result)}
+                            value = await self.record(step, TOOL_STEP, mine)
+                            break
+                finally:
+                    await _aclose(parts)
+                if value is None:
+                    raise RuntimeError(f"tool {tool.descriptor.name} ended without a result")
+        if "interrupted" in value:
+            text = (TextContent(INTERRUPTED_UNSAFE),)
+            result = MuleToolResult(content=text, details={}, is_error=True)
+            yield MuleToolExecutionPart("result", result)
+        else:
+            yield MuleToolExecutionPart("result", from_wire(MuleToolResult, value["result"]))
 
     def keep_meta(self, key: str, value: str) -> None:
         """Write a metadata entry of the run in a worker thread (see `DurableRun.set_meta`)."""
+        assert self.tg is not None
         self.tg.start_soon(self._write_meta, key, value)
 
     async def _write_meta(self, key: str, value: str) -> None:
@@ -305,25 +300,23 @@ async def _mule_workflow(agent: str, run_id: str) -> dict[str, Any]:
     factory = _AGENTS.get(agent)
     if factory is None:
         raise LookupError(f"mule.dbos: agent {agent!r} is not registered on this worker")
-    base = await anyio.to_thread.run_sync(rt.store.base, run_id)
+    base, recorded, recorder, meta = await anyio.to_thread.run_sync(
+        _open_execution, rt, run_id, rt.listener is not None
+    )
+    durable = _Durable(rt, run_id, recorded)
+    recorder.skip = durable.skip
     inp = factory(base)
     controller = AbortController()
     async with anyio.create_task_group() as tg:
-        durable = _Durable(rt, run_id, tg)
+        durable.tg = tg
         real = inp.stream or _default_stream()
         wrapped = evolve(
             inp,
             stream=durable.stream_fn(real),
             tools=[durable.tool(t) for t in inp.tools],
         )
-        # The log is for followers: DBOS's step records are what a replay relies on, and a
-        # replay re-emits every checkpoint event, so commits ride on the flush timer.
-        recorder = rt.store.listener(
-            run_id, segment=1, skip=durable.skip, commit_at=frozenset({"run_end"})
-        )
         listener: promise.MulePromiseListener = recorder
         if rt.listener is not None:
-            meta = await anyio.to_thread.run_sync(rt.store.meta, run_id)
             extra = rt.listener(DurableRun(run_id, agent, meta, durable.keep_meta))
             if extra is not None:
                 listener = both(listener, extra)
@@ -346,6 +339,20 @@ async def _mule_workflow(agent: str, run_id: str) -> dict[str, Any]:
         "message": to_wire(outcome.message),
         "error": None,
     }
+
+
+def _open_execution(
+    rt: Runtime, run_id: str, with_meta: bool
+) -> tuple[tuple[Message, ...], dict[int, tuple[str, str]], Any, dict[str, str]]:
+    """Read what an execution starts from, in one worker-thread hop (never on the loop).
+
+    The log is for followers: the step records are what a replay relies on, and a replay
+    re-emits every checkpoint event, so the log's commits ride on the flush timer.
+    """
+    store = rt.store
+    recorder = store.listener(run_id, segment=1, commit_at=frozenset({"run_end"}))
+    meta = store.meta(run_id) if with_meta else {}
+    return store.base(run_id), store.steps(run_id), recorder, meta
 
 
 async def _flush_every(listener: Any, seconds: float) -> None:

@@ -65,3 +65,26 @@ def test_claims_are_taken_once(pg_url: str, tmp_path: Path) -> None:
         assert not b.claim("claims-run", "step:3", "exec-b")
         assert b.claim("claims-run", "step:4", "exec-b")
         assert a.claims("claims-run") == ["step:3", "step:4"]
+
+
+def test_the_first_step_record_wins(pg_url: str) -> None:
+    """Two executions record (or claim) one step, in one commit or two: the first stands."""
+    from mule.dbos._store import StepRecord
+
+    with PgStore(pg_url, schema="crashkit") as a, PgStore(pg_url, schema="crashkit") as b:
+        first = StepRecord("steps-run", 1, "mule.model_attempt", '{"who":"a"}')
+        a.record(first)  # outside an event loop: blocks until committed
+        second = StepRecord("steps-run", 1, "mule.model_attempt", '{"who":"b"}')
+        b.record(second)
+        assert (first.kept, second.kept) == ('{"who":"a"}', '{"who":"a"}')
+        # In one group commit (the writer thread's batch): the first in the batch wins.
+        both = [StepRecord("steps-run", 2, "mule.tool_execution", f'"{w}"') for w in "xy"]
+        claims = [StepRecord("steps-run", 2, None, e) for e in ("exec-x", "exec-y")]
+        a._writer.submit([*both, *claims])
+        assert [r.kept for r in both] == ['"x"', '"x"']
+        assert [r.kept for r in claims] == [True, False]
+        assert b.steps("steps-run") == {
+            1: ("mule.model_attempt", '{"who":"a"}'),
+            2: ("mule.tool_execution", '"x"'),
+        }
+        assert b.claims("steps-run") == ["step:2"]
