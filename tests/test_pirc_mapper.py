@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from typing import Any
 
 from mule.effects import (
     MessageEnd,
@@ -15,7 +16,14 @@ from mule.effects import (
     TurnEnd,
     TurnStart,
 )
-from mule.pi import TextDeltaEvent, ToolCall, ToolResultMessage, UserMessage
+from mule.pi import (
+    TextDeltaEvent,
+    ThinkingDeltaEvent,
+    ToolCall,
+    ToolCallDeltaEvent,
+    ToolResultMessage,
+    UserMessage,
+)
 from mule.pirc import (
     AgentEnd,
     AutoRetryEnd,
@@ -27,6 +35,8 @@ from mule.pirc import (
     QueueUpdate,
 )
 from tests.test_pirc_job import records
+
+AME = "assistantMessageEvent"
 
 
 def mapped(name: str) -> tuple[EventMapper, list[BridgeEvent]]:
@@ -92,6 +102,36 @@ def test_updates_carry_lazy_snapshots_and_deltas() -> None:
     deltas = "".join(u.event.delta for u in ups if isinstance(u.event, TextDeltaEvent))
     assert deltas == "hello there"
     assert ups[-1].value.role == "assistant"
+
+
+def test_updates_with_odd_fields_map_as_any_event_does() -> None:
+    """Each delta kind maps to its event; a non-int index reads 0, a non-str delta ''.
+
+    An update outside an open assistant message, or with no event mule knows, passes through.
+    """
+    mapper = EventMapper()
+    mapper.map({"type": "turn_start"})
+    recs = [r for r in records("text") if r["type"] != "response"]
+    first = next(i for i, r in enumerate(recs) if r["type"] == "message_update")
+    message = recs[first]["message"]
+    out = mapper.map({"type": "message_update", "message": message})
+    assert [type(e) for e in out] == [OtherPiEvent]  # no message_start yet
+    for rec in recs[:first]:
+        mapper.map(rec)
+    kinds = {"text_delta": TextDeltaEvent, "thinking_delta": ThinkingDeltaEvent}
+    kinds |= {"toolcall_delta": ToolCallDeltaEvent}
+    for kind, cls in kinds.items():
+        for index, delta, want in [(2, "d", (2, "d")), (True, 5, (0, "")), ("1", None, (0, ""))]:
+            ame = {"type": kind, "contentIndex": index, "delta": delta}
+            (ev,) = mapper.map({"type": "message_update", "message": message, **{AME: ame}})
+            assert isinstance(ev, MessageUpdate)
+            event: Any = ev.event
+            assert (event.content_index, event.delta) == want
+            assert type(event) is cls
+    odd: list[Any] = [{"type": "nope"}, "text_delta"]
+    for ame in odd:
+        out = mapper.map({"type": "message_update", "message": message, AME: ame})
+        assert [type(e) for e in out] == [OtherPiEvent]
 
 
 def test_retry_chain_is_one_run() -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import itertools
 import logging
 from collections.abc import Mapping
-from typing import Any, cast, final
+from typing import Any, Final, cast, final
 
 from attrs import evolve
 
@@ -190,6 +190,13 @@ def _assistant_event(data: Mapping[str, Any], partial: WirePartial) -> Assistant
     return None
 
 
+_DELTAS: Final[dict[str, type[TextDeltaEvent | ThinkingDeltaEvent | ToolCallDeltaEvent]]] = {
+    "text_delta": TextDeltaEvent,
+    "thinking_delta": ThinkingDeltaEvent,
+    "toolcall_delta": ToolCallDeltaEvent,
+}
+
+
 def _tool_result(data: Any, is_error: bool = False) -> MuleToolResult:
     if not isinstance(data, Mapping):
         return MuleToolResult(content=(), is_error=is_error)
@@ -275,6 +282,8 @@ class EventMapper:
     def map(self, data: Mapping[str, Any]) -> list[BridgeEvent]:
         """Translate one pi event (never a `response`)."""
         kind = data.get("type")
+        if kind == "message_update":  # most of pi's lines: straight to its own path
+            return self._update(data)
         run = self._run
         match kind:
             case "agent_start":
@@ -294,7 +303,7 @@ class EventMapper:
                 return [TurnStart(run=run, turn=self._turn)]
             case "turn_end":
                 return self._turn_end(data)
-            case "message_start" | "message_update" | "message_end":
+            case "message_start" | "message_end":
                 return self._message_event(kind, data)
             case "tool_execution_start" | "tool_execution_update" | "tool_execution_end":
                 return self._tool_event(kind, data)
@@ -368,20 +377,41 @@ class EventMapper:
             return [OtherPiEvent(run=run, data=data)]
         return [TurnEnd(run=run, turn=turn, message=msg, tool_results=tool_results)]
 
+    def _update(self, data: Mapping[str, Any]) -> list[BridgeEvent]:
+        run, turn, ident = self._run, self._turn, self._message
+        raw = data.get("message")
+        ame = data.get("assistantMessageEvent")
+        # `type(x) is dict` first: decoded records are dicts, and the ABC check costs more
+        if (
+            run is not None
+            and turn is not None
+            and ident is not None
+            and (type(raw) is dict or isinstance(raw, Mapping))
+            and (type(ame) is dict or isinstance(ame, Mapping))
+        ):
+            partial = WirePartial(raw)
+            kind = ame.get("type")
+            if kind == "text_delta" or kind == "thinking_delta" or kind == "toolcall_delta":
+                index, delta = ame.get("contentIndex"), ame.get("delta")
+                if type(index) is not int:
+                    index = _int(ame, "contentIndex")
+                if not isinstance(delta, str):
+                    delta = ""
+                event: AssistantMessageEvent | None = _DELTAS[kind](
+                    content_index=index, delta=delta, partial=partial
+                )
+            else:
+                event = _assistant_event(ame, partial)
+            if event is not None:
+                return [MessageUpdate(run, turn, ident, partial, event)]
+        return [OtherPiEvent(run=run, data=data)]
+
     def _message_event(self, kind: str, data: Mapping[str, Any]) -> list[BridgeEvent]:
         run, turn = self._run, self._turn
         raw = data.get("message")
         if run is None or turn is None or not isinstance(raw, Mapping):
             return [OtherPiEvent(run=run, data=data)]
         role = raw.get("role")
-        if kind == "message_update":
-            ident = self._message
-            ame = data.get("assistantMessageEvent")
-            partial = WirePartial(raw)
-            event = _assistant_event(ame, partial) if isinstance(ame, Mapping) else None
-            if ident is None or event is None:
-                return [OtherPiEvent(run=run, data=data)]
-            return [MessageUpdate(run=run, turn=turn, message=ident, value=partial, event=event)]
         msg = decode_message(raw)
         if not isinstance(msg, UserMessage | AssistantMessage | ToolResultMessage):
             return [OtherPiEvent(run=run, data=data)]
