@@ -631,3 +631,72 @@ def test_matches_pi_on_generated_cases(
     schema = {**schema, "$defs": dict(DEFS)}
     args = data.draw(st.one_of(arguments, value_for(schema).filter(lambda v: isinstance(v, dict))))
     assert mule_result(schema, args) == pi.run(schema, args)
+
+
+# --- The flat-schema fast path decides exactly as the full gate ---
+
+_SCALAR_KINDS = ("string", "integer", "number", "boolean")
+_VALUES = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(2**60), max_value=2**60),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.sampled_from(["", "1", "0x10", " 2 ", "true", "false", "abc"]),
+    st.lists(st.integers(), max_size=2),
+    st.dictionaries(st.sampled_from(["a", "b"]), st.integers(), max_size=2),
+)
+_NAMES = st.sampled_from(["a", "b", "c", "x"])
+
+
+@st.composite
+def _flat_cases(draw: st.DrawFn) -> tuple[JsonObject, JsonObject]:
+    props = draw(
+        st.dictionaries(
+            _NAMES,
+            st.builds(
+                lambda kind, described: (
+                    {"type": kind, "description": "d"} if described else {"type": kind}
+                ),
+                st.sampled_from(_SCALAR_KINDS),
+                st.booleans(),
+            ),
+            max_size=3,
+        )
+    )
+    schema: dict[str, Any] = {"type": "object", "properties": props}
+    if draw(st.booleans()):
+        schema["required"] = draw(st.lists(_NAMES, unique=True, max_size=3))
+    extra = draw(st.sampled_from([None, True, False]))
+    if extra is not None:
+        schema["additionalProperties"] = extra
+    args = draw(st.dictionaries(_NAMES, _VALUES, max_size=4))
+    return schema, args
+
+
+def _verdict(validator: ToolValidator, args: JsonObject) -> tuple[str, object]:
+    try:
+        return "ok", validator.validate(ToolCall("c1", "F", args))
+    except ToolArgumentsError as exc:
+        return "rejected", exc.text
+
+
+@given(_flat_cases())
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_flat_schema_fast_path_matches_the_full_gate(case: tuple[JsonObject, JsonObject]) -> None:
+    schema, args = case
+    fast = ToolValidator("F", schema)
+    assert fast._flat is not None  # the schemas drawn here are the fast path's
+    full = ToolValidator("F", schema)
+    full._flat = None  # the gate without its fast path: jsonschema and Pi's coercion
+    got, want = _verdict(fast, args), _verdict(full, args)
+    assert repr(got) == repr(want)  # repr: NaN != NaN, and 1 == 1.0 == True would hide a change
+    if got[0] == "ok":
+        assert got[1] is not args  # a copy, as the full gate returns
+
+
+def test_flat_fast_path_is_only_for_flat_schemas() -> None:
+    nested = obj({"p": obj({"q": {"type": "integer"}})})
+    assert ToolValidator("F", nested)._flat is None
+    assert ToolValidator("F", obj({"n": {"type": "integer", "minimum": 0}}))._flat is None
+    assert ToolValidator("F", obj({"n": {"type": ["integer", "null"]}}))._flat is None
+    assert ToolValidator("F", obj({"n": {"type": "integer"}}))._flat is not None

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from typing import assert_never
-
-from attrs import evolve
+from typing import Any, assert_never
 
 from mule.effects._errors import MuleError
 from mule.effects._events import (
@@ -46,6 +44,32 @@ from mule.pi import (
 )
 
 INTERRUPTED_UNSAFE = "Tool call was interrupted and is not safe to replay"
+
+_KEEP: Any = object()
+
+
+def _revised(
+    b: Batch,
+    *,
+    results: tuple[MuleToolResult | None, ...] = _KEEP,
+    messages: tuple[ToolResultMessage | None, ...] = _KEEP,
+    cursor: int = _KEEP,
+    prepared: tuple[int, ...] = _KEEP,
+    running: int = _KEEP,
+) -> Batch:
+    """`attrs.evolve` for a batch, positional (a batch changes several times per tool call)."""
+    return Batch(
+        b.message,
+        b.calls,
+        b.ids,
+        b.todo,
+        b.results if results is _KEEP else results,
+        b.messages if messages is _KEEP else messages,
+        b.sequential,
+        b.cursor if cursor is _KEEP else cursor,
+        b.prepared if prepared is _KEEP else prepared,
+        b.running if running is _KEEP else running,
+    )
 
 
 def _start_batch(
@@ -123,10 +147,10 @@ def _advance(t: _Txn, batch: Batch) -> None:
             t.cmds.append(PrepareTool(i, gated))
             return
         batch = _settle(t, batch, i, gated)
-        batch = evolve(batch, cursor=batch.cursor + 1)
+        batch = _revised(batch, cursor=batch.cursor + 1)
     # Pass 2: only now do the prepared calls execute, all at once.
     if batch.prepared:
-        batch = evolve(batch, running=len(batch.prepared))
+        batch = _revised(batch, running=len(batch.prepared))
         t.phase = RunningTools(batch)
         t.cmds.append(StartTools(batch.prepared))
         return
@@ -152,7 +176,7 @@ def _advance_sequential(t: _Txn, batch: Batch) -> None:
         if i not in batch.todo:
             if batch.messages[i] is None:
                 batch = _emit_result_message(t, batch, i)
-            batch = evolve(batch, cursor=i + 1)
+            batch = _revised(batch, cursor=i + 1)
             continue
         gated = _start_call(t, batch, i)
         if type(gated) is ToolCall:
@@ -161,7 +185,7 @@ def _advance_sequential(t: _Txn, batch: Batch) -> None:
             return
         batch = _settle(t, batch, i, gated)
         batch = _emit_result_message(t, batch, i)
-        batch = evolve(batch, cursor=i + 1)
+        batch = _revised(batch, cursor=i + 1)
     _finish_batch(t, batch)
 
 
@@ -190,7 +214,7 @@ def _start_call(t: _Txn, batch: Batch, i: int) -> MuleToolResult | ToolCall:
         return _error_result(exc.text)
     except ToolSchemaError as exc:  # checked before run_start; a schema can still fail on a value
         return _error_result(str(exc))
-    return evolve(call, arguments=arguments)
+    return ToolCall(call.id, call.name, arguments, call.thought_signature, extras=call.extras)
 
 
 def _settle(t: _Txn, batch: Batch, i: int, result: MuleToolResult) -> Batch:
@@ -206,7 +230,7 @@ def _settle(t: _Txn, batch: Batch, i: int, result: MuleToolResult) -> Batch:
     )
     results = list(batch.results)
     results[i] = result
-    return evolve(batch, results=tuple(results))
+    return _revised(batch, results=tuple(results))
 
 
 def _on_tools(t: _Txn, batch: Batch, fact: ToolFact) -> None:
@@ -218,16 +242,16 @@ def _on_tools(t: _Txn, batch: Batch, fact: ToolFact) -> None:
             prep = fact.preparation
             if isinstance(prep, MulePreparedCall):
                 if sequential:
-                    t.phase = RunningTools(evolve(batch, running=1))
+                    t.phase = RunningTools(_revised(batch, running=1))
                     t.cmds.append(StartTools((i,)))
                     return
-                batch = evolve(batch, prepared=(*batch.prepared, i), cursor=batch.cursor + 1)
+                batch = _revised(batch, prepared=(*batch.prepared, i), cursor=batch.cursor + 1)
             else:
                 result = _error_result(prep.message, prep.terminate)
                 batch = _settle(t, batch, i, result)
                 if sequential:
                     batch = _emit_result_message(t, batch, i)
-                batch = evolve(batch, cursor=batch.cursor + 1)
+                batch = _revised(batch, cursor=batch.cursor + 1)
             _advance(t, batch)
         case ToolPartArrived():
             t.clock = max(t.clock, fact.now_ms)
@@ -248,10 +272,10 @@ def _on_tools(t: _Txn, batch: Batch, fact: ToolFact) -> None:
                 return
             batch = _settle(t, batch, i, part.result)
             t.cmds.append(CloseTool(i))
-            batch = evolve(batch, running=batch.running - 1)
+            batch = _revised(batch, running=batch.running - 1)
             if sequential:
                 batch = _emit_result_message(t, batch, i)
-                batch = evolve(batch, cursor=batch.cursor + 1)
+                batch = _revised(batch, cursor=batch.cursor + 1)
                 _advance(t, batch)
             elif batch.running == 0:
                 _result_phase(t, batch)
@@ -283,7 +307,7 @@ def _emit_result_message(t: _Txn, batch: Batch, i: int) -> Batch:
     t.new += (message,)
     messages = list(batch.messages)
     messages[i] = message
-    return evolve(batch, messages=tuple(messages))
+    return _revised(batch, messages=tuple(messages))
 
 
 def _result_phase(t: _Txn, batch: Batch) -> None:

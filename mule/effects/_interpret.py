@@ -74,6 +74,7 @@ from mule.pi import (
 _EVENTS = frozenset(EVENT_TYPES.values())
 _PI_EVENTS = frozenset(EVENT_CLASSES)
 _PULL = "pull"
+_TOOL_TASK = "mule tool executor"
 
 
 def now_ms() -> int:
@@ -81,18 +82,49 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
+def _backend_checkpoint() -> Callable[[], Awaitable[None]]:
+    """Return the running backend's `checkpoint_if_cancelled`, looked up once per run.
+
+    `anyio.lowlevel.checkpoint_if_cancelled` finds the backend (through sniffio) on every call,
+    which is most of its cost on the per-event path; the backend cannot change during a run.
+    """
+    try:
+        from anyio._core._eventloop import get_async_backend
+
+        return get_async_backend().checkpoint_if_cancelled
+    except Exception:  # another anyio layout: the public function does the same, slower
+        return checkpoint_if_cancelled
+
+
 def _failed(phase: MulePhase, what: str, exc: BaseException) -> WorkFailed:
     return WorkFailed(error_from(phase, what, exc))
 
 
 class _ToolRun:
-    """The interpreter's handle on one executing tool: a channel of pull orders."""
+    """The interpreter's handle on one executing tool: a channel of pull orders.
 
-    __slots__ = ("done", "orders")
+    Both are made only when needed: most tools yield one result part and are closed before the
+    machine asks, so the order channel (made before the first update part goes out) and the
+    `done` event (made by a `CloseTool` that has to wait) are rarely built.
+    """
 
-    def __init__(self, orders: MemoryObjectSendStream[str]) -> None:
-        self.orders = orders
-        self.done = anyio.Event()  # set once the executor is closed
+    __slots__ = ("done", "finished", "orders")
+
+    def __init__(self) -> None:
+        self.orders: MemoryObjectSendStream[str] | None = None
+        self.finished = False  # the executor is closed
+        self.done: anyio.Event | None = None
+
+    def finish(self) -> None:
+        self.finished = True
+        if self.done is not None:
+            self.done.set()
+
+    async def wait_finished(self) -> None:
+        if not self.finished:
+            if self.done is None:
+                self.done = anyio.Event()
+            await self.done.wait()
 
 
 class Interpreter:
@@ -143,6 +175,7 @@ class Interpreter:
         """
         listener = self.listener
         signal = self.signal
+        checkpoint = _backend_checkpoint()
         timed = signal.deadline is not None  # a timeout signal aborts by the clock
         fact: Fact | None = Began(now_ms())
         ticks = 0
@@ -167,7 +200,7 @@ class Interpreter:
                     # That check costs about a microsecond, so streamed deltas (the hot path)
                     # are checked every 32nd; every other event at once.
                     if kind is not MessageUpdate or not (ticks := ticks + 1) & 31:
-                        await checkpoint_if_cancelled()
+                        await checkpoint()
                     if (signal.fired or (timed and signal.aborted)) and not self.ended:
                         return None
                     if type(res) is not Success and isinstance(res, Failure):
@@ -211,7 +244,8 @@ class Interpreter:
     def close(self) -> None:
         """Release the inbox and the order channels of tools still running."""
         for tool_run in self.tools.values():
-            tool_run.orders.close()
+            if tool_run.orders is not None:
+                tool_run.orders.close()
         self.inbox_send.close()
         self.inbox.close()
 
@@ -324,14 +358,17 @@ class Interpreter:
                     self._start_tool(i)
                 return None
             case PullTool():
-                await self.tools[cmd.index].orders.send(_PULL)
+                orders = self.tools[cmd.index].orders
+                assert orders is not None  # made before the update part that asked for this
+                await orders.send(_PULL)
                 return None
             case CloseTool():
                 # The executor closes itself after its result part (the first result is final);
                 # the tool is over only once it has (sequential tools never overlap).
                 run = self.tools.pop(cmd.index)
-                run.orders.close()
-                await run.done.wait()
+                if run.orders is not None:
+                    run.orders.close()
+                await run.wait_finished()
                 return None
             case ResolveKey():
                 assert ports.resolve_key is not None
@@ -384,28 +421,20 @@ class Interpreter:
 
     def _start_tool(self, index: int) -> None:
         prepared = self.prepared.pop(index)
-        send, recv = anyio.create_memory_object_stream[str](1)
-        tool_run = self.tools[index] = _ToolRun(send)
-        self.tg.start_soon(self._execute, index, prepared, recv, tool_run.done)
+        tool_run = self.tools[index] = _ToolRun()
+        self.tg.start_soon(self._execute, index, prepared, tool_run, name=_TOOL_TASK)
 
-    async def _execute(
-        self,
-        index: int,
-        prepared: MulePreparedCall,
-        orders: MemoryObjectReceiveStream[str],
-        done: anyio.Event,
-    ) -> None:
+    async def _execute(self, index: int, prepared: MulePreparedCall, tool_run: _ToolRun) -> None:
         inbox = self.inbox_send
-        what = f"execute of tool {self.names.get(index, '?')} raised"
         try:
             parts: AsyncIterator[Result[MuleToolExecutionPart, MuleError]] = prepared.execute(
                 self.signal
             )
         except Exception as exc:
-            orders.close()
-            done.set()
-            await inbox.send(_failed("tool", what, exc))
+            tool_run.finish()
+            await inbox.send(_failed("tool", self._raised(index), exc))
             return
+        orders: MemoryObjectReceiveStream[str] | None = None
         try:
             while True:
                 try:
@@ -414,7 +443,7 @@ class Interpreter:
                     await inbox.send(ToolExhausted(index))
                     return
                 except Exception as exc:
-                    await inbox.send(_failed("tool", what, exc))
+                    await inbox.send(_failed("tool", self._raised(index), exc))
                     return
                 if isinstance(got, Failure):
                     await inbox.send(WorkFailed(got.failure()))
@@ -425,21 +454,28 @@ class Interpreter:
                         WorkFailed(MuleError("tool", f"a tool yielded {type(part).__name__}", part))
                     )
                     return
-                await inbox.send(ToolPartArrived(index, part, now_ms()))
                 if part.type == "result":
+                    await inbox.send(ToolPartArrived(index, part, now_ms()))
                     return  # final: stop pulling and close the executor now
+                if orders is None:  # the first update: the machine will ask for more
+                    tool_run.orders, orders = anyio.create_memory_object_stream[str](1)
+                await inbox.send(ToolPartArrived(index, part, now_ms()))
                 try:
                     await orders.receive()  # the machine asks for the next part
                 except anyio.EndOfStream:  # the run is over
                     return
         finally:
-            orders.close()
+            if orders is not None:
+                orders.close()
             aclose = getattr(parts, "aclose", None)
             if aclose is not None:
                 # The result is already in: a failing cleanup is moot.
                 with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
                     await aclose()
-            done.set()
+            tool_run.finish()
+
+    def _raised(self, index: int) -> str:
+        return f"execute of tool {self.names.get(index, '?')} raised"
 
 
 async def _call(

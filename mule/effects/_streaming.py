@@ -59,7 +59,7 @@ def _on_stream(t: _Txn, phase: Streaming, fact: StreamFact) -> None:
             t.cmds.append(PULL_MODEL)
         case StartEvent():
             if not phase.started:
-                t.phase = evolve(phase, started=True)
+                t.phase = Streaming(phase.attempt, phase.turn, mid, started=True)
                 value = fact.partial
                 t.cmds.append(MessageStart(run=run, turn=turn, message=mid, value=value))
             t.cmds.append(PULL_MODEL)

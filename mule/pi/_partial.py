@@ -208,9 +208,13 @@ class PartialBuilder:
 
     def snapshot(self) -> PartialSnapshot:
         """Take an immutable snapshot of the response so far, in O(blocks)."""
+        kinds, all_frags, metas = self._kinds, self._frags, self._meta
+        if len(all_frags) == 1:  # the common case, taken at every streamed delta
+            frags = all_frags[0]
+            return PartialSnapshot(self._head, ((kinds[0], frags, len(frags.parts), metas[0]),))
         entries = [
             (kind, frags, len(frags.parts), meta)
-            for kind, frags, meta in zip(self._kinds, self._frags, self._meta, strict=True)
+            for kind, frags, meta in zip(kinds, all_frags, metas, strict=True)
         ]
         return PartialSnapshot(self._head, tuple(entries))
 

@@ -94,6 +94,24 @@ class AssistantMessageEventStream:
         return self
 
     async def __anext__(self) -> AssistantMessageEvent:
+        source = self._source
+        if source is not None and not self._queue and not self._done:
+            # The pull form's per-event path: what `_pull` and `push` do, without the queue.
+            try:
+                event = await source.__anext__()
+            except StopAsyncIteration:
+                self._source = None
+                self.end()
+            else:
+                if self.done or self._queue or self._waiter is not None:  # changed meanwhile
+                    self.push(event)  # so the full rules apply
+                else:
+                    kind = type(event)
+                    if kind is DoneEvent:
+                        self._finish(event.message)  # type: ignore[union-attr]
+                    elif kind is ErrorEvent:
+                        self._finish(event.error)  # type: ignore[union-attr]
+                    return event
         while True:
             if self._queue:
                 return self._queue.popleft()

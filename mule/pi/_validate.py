@@ -96,6 +96,7 @@ class ToolValidator:
         self._members: dict[int, Validator | None] = {}
         self._coercer = Coercer(self._member_valid)
         self._walker = ErrorWalker(parameters)
+        self._flat = _flat_plan(parameters)
 
     @classmethod
     def for_tool(cls, tool: Tool) -> ToolValidator:
@@ -177,6 +178,11 @@ class ToolValidator:
 
         Raises `ToolSchemaError` when the schema cannot be evaluated on these arguments.
         """
+        flat = self._flat
+        if flat is not None:
+            accepted = _flat_accepts(flat, call.arguments)
+            if accepted is not None:
+                return accepted
         if nested_deeper_than(call.arguments, MAX_ARGUMENT_DEPTH):
             raise _too_deep(call.name)
         try:
@@ -192,6 +198,70 @@ class ToolValidator:
             raise ToolSchemaError(
                 self.name, f"cannot be evaluated on these arguments: {type(exc).__name__}: {exc}"
             ) from exc
+
+
+# The fast path for the common tool schema: an object of typed scalar properties. Only values
+# that already have their property's JSON type (which Pi's coercion leaves alone and the schema
+# accepts) are decided here; anything else takes the full gate, so the verdicts are the same.
+_SCALARS: dict[str, tuple[type, ...]] = {
+    "string": (str,),
+    "integer": (int,),
+    "number": (int, float),
+    "boolean": (bool,),
+}
+_ANNOTATIONS = frozenset({"description", "title"})
+_FLAT_KEYS = frozenset({"type", "properties", "required", "additionalProperties"}) | _ANNOTATIONS
+_PRIMITIVE = (str, int, float, bool, type(None))
+_FlatPlan = tuple[dict[str, tuple[type, ...]], tuple[str, ...], bool]
+
+
+def _flat_plan(schema: Schema) -> _FlatPlan | None:
+    """Return (property types, required names, extras allowed) for a flat object schema."""
+    if (
+        type(schema) is not dict
+        or not schema.keys() <= _FLAT_KEYS
+        or schema.get("type") != "object"
+    ):
+        return None
+    props = schema.get("properties", {})
+    required = schema.get("required", [])
+    extra = schema.get("additionalProperties", True)
+    if type(props) is not dict or type(required) is not list or type(extra) is not bool:
+        return None
+    types: dict[str, tuple[type, ...]] = {}
+    for name, sub in props.items():
+        if (
+            type(name) is not str
+            or type(sub) is not dict
+            or not sub.keys() <= _ANNOTATIONS | {"type"}
+        ):
+            return None
+        kind = sub.get("type")
+        kinds = _SCALARS.get(kind) if type(kind) is str else None
+        if kinds is None:
+            return None
+        types[name] = kinds
+    if not all(type(r) is str for r in required):
+        return None
+    return types, tuple(required), extra
+
+
+def _flat_accepts(plan: _FlatPlan, arguments: object) -> dict[str, JsonValue] | None:
+    """Return a copy of `arguments` when the flat plan accepts them as they are, else None."""
+    if type(arguments) is not dict:
+        return None
+    types, required, extra = plan
+    for name in required:
+        if name not in arguments:
+            return None
+    for key, value in arguments.items():
+        kinds = types.get(key)
+        if kinds is None:
+            if not extra or type(key) is not str or type(value) not in _PRIMITIVE:
+                return None
+        elif type(value) not in kinds:
+            return None
+    return dict(arguments)
 
 
 def _too_deep(tool_name: str) -> ToolArgumentsError:
