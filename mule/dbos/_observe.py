@@ -17,10 +17,11 @@ class DurableRun:
     A run executes once, then once more each time DBOS recovers it on another worker.
     `meta` is the run's host metadata as this execution starts (what earlier executions kept
     with `set_meta`): a tracer keeps the run's trace context there, and a recovered execution
-    links to it (see docs/otel.md).
+    links to it (see docs/otel.md). `replayed(event)` tells which of its steps DBOS replayed
+    from its record rather than ran (`traced(..., replayed=run.replayed)` marks their spans).
     """
 
-    __slots__ = ("_keep", "agent", "meta", "run_id")
+    __slots__ = ("_keep", "_replayed", "agent", "meta", "run_id")
 
     def __init__(
         self,
@@ -28,11 +29,13 @@ class DurableRun:
         agent: str,
         meta: Mapping[str, str],
         keep: Callable[[str, str], None],
+        replayed: Callable[[MuleEvent], bool] = lambda event: False,
     ) -> None:
         self.run_id = run_id
         self.agent = agent
         self.meta = meta
         self._keep = keep
+        self._replayed = replayed
 
     def set_meta(self, key: str, value: str) -> None:
         """Keep `key = value` with the run, for later executions and any client.
@@ -41,6 +44,17 @@ class DurableRun:
         once it is done. A write that fails is logged, never the run's failure.
         """
         self._keep(key, value)
+
+    def replayed(self, event: MuleEvent) -> bool:
+        """Whether this event's step was replayed from DBOS's record in this execution.
+
+        Asked with an assistant message's `message_start` or `message_end` (its model attempt:
+        the recorded message, no model call) or a `tool_execution_end` (the recorded result,
+        the tool not run again); False for any other event and for steps run here, a safe tool
+        run again and an unsafe one answered "interrupted" included. Ask it while the event is
+        delivered: it describes the step in progress.
+        """
+        return self._replayed(event)
 
 
 ListenerFactory = Callable[[DurableRun], promise.MulePromiseListener | None]

@@ -42,9 +42,12 @@ from mule.dbos._store import StepRecord, StoreError
 from mule.dbos._worker import Runtime, Worker
 from mule.effects import (
     INTERRUPTED_UNSAFE,
+    MessageEnd,
+    MessageStart,
     MuleEvent,
     MuleToolExecutionPart,
     MuleToolResult,
+    ToolExecutionEnd,
     from_wire,
     to_wire,
 )
@@ -109,6 +112,16 @@ class _Durable:
         self.tg: TaskGroup | None = None
         self.next_step = 0
         self.replaying = False  # the current model attempt is replayed from its recorded output
+        self.replayed_calls: set[str] = set()  # tool call ids whose last step was replayed
+
+    def was_replayed(self, event: MuleEvent) -> bool:
+        """Whether the step of this event came from its record (see `DurableRun.replayed`)."""
+        kind = type(event)
+        if kind is ToolExecutionEnd:
+            return event.call.id in self.replayed_calls  # type: ignore[union-attr]
+        if kind is MessageStart or kind is MessageEnd:
+            return self.replaying and type(event.value) is AssistantMessage  # type: ignore[union-attr]
+        return False
 
     def skip(self, event: MuleEvent) -> bool:
         """Drop the updates of a replayed attempt: the log has the original stream."""
@@ -223,7 +236,7 @@ class _Durable:
             inner = prep
 
             def execute(s: AbortSignal) -> AsyncIterator[MuleToolExecutionPart]:
-                return durable._execute(step, tool, inner, s)
+                return durable._execute(step, tool, inner, s, call.id)
 
             return promise.MuleToolPrepared(execute)
 
@@ -235,9 +248,14 @@ class _Durable:
         tool: promise.MuleTool,
         prep: promise.MuleToolPrepared,
         signal: AbortSignal,
+        call_id: str,
     ) -> AsyncIterator[MuleToolExecutionPart]:
         value = self.replayed(step, TOOL_STEP)
-        if value is None:
+        # Kept by call id until a step of the same id runs here (a model may reuse ids by turn).
+        if value is not None:
+            self.replayed_calls.add(call_id)
+        else:
+            self.replayed_calls.discard(call_id)
             if tool.replay == "unsafe" and not await self.claim(step):
                 # Claimed by an execution that never recorded its output: never run it again.
                 value = await self.record(step, TOOL_STEP, {"interrupted": True})
@@ -317,7 +335,9 @@ async def _mule_workflow(agent: str, run_id: str) -> dict[str, Any]:
         )
         listener: promise.MulePromiseListener = recorder
         if rt.listener is not None:
-            extra = rt.listener(DurableRun(run_id, agent, meta, durable.keep_meta))
+            extra = rt.listener(
+                DurableRun(run_id, agent, meta, durable.keep_meta, durable.was_replayed)
+            )
             if extra is not None:
                 listener = both(listener, extra)
         tg.start_soon(durable.watch_cancel, controller)

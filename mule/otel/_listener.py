@@ -46,6 +46,7 @@ OP: Final = "gen_ai.operation.name"
 PROVIDER: Final = "gen_ai.provider.name"
 MODEL: Final = "gen_ai.request.model"
 ERROR_TYPE: Final = "error.type"
+REPLAYED: Final = "mule.replayed"
 # Bucket advice from the GenAI metric conventions.
 _TOKEN_BUCKETS: Final = (1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304)
 _DURATION_BUCKETS: Final = (
@@ -123,11 +124,12 @@ class _Prompt:
 class _Attempt:
     """One model attempt's span; its context, made when its first tool call starts."""
 
-    __slots__ = ("_context", "span", "started")
+    __slots__ = ("_context", "replayed", "span", "started")
 
-    def __init__(self, span: Span, started: float) -> None:
+    def __init__(self, span: Span, started: float, replayed: bool) -> None:
         self.span = span
         self.started = started
+        self.replayed = replayed
         self._context: otel_context.Context | None = None
 
     def context(self) -> otel_context.Context:
@@ -152,8 +154,10 @@ class _Recorder:
         messages: Sequence[Message],
         continues: str | SpanContext | None,
         on_run_start: Callable[[str], None] | None,
+        replayed: Callable[[MuleEvent], bool] | None,
     ) -> None:
         self._inner = listener
+        self._replayed = replayed
         made = _instruments(tracer_provider, meter_provider)
         self._tracer = made.tracer
         self._tokens = made.tokens
@@ -316,7 +320,11 @@ class _Recorder:
         attrs[MODEL] = value.model
         attrs[PROVIDER] = provider
         attrs["mule.message"] = message
-        attempt = _Attempt(self._chat_span(f"chat {value.model}", prompt), prompt.started)
+        replayed = self._replayed is not None and self._replayed(event)
+        if replayed:
+            attrs[REPLAYED] = True
+        span = self._chat_span(f"chat {value.model}", prompt)
+        attempt = _Attempt(span, prompt.started, replayed)
         self._attempts[message] = attempt
         self._asked[message] = attempt
 
@@ -360,6 +368,8 @@ class _Recorder:
             span.set_status(Status(StatusCode.ERROR, value.error_message or value.stop_reason))
         span.set_attributes(attrs)
         span.end()
+        if attempt.replayed:  # no model call: no tokens spent, no duration to observe
+            return
         key = (value.provider, value.model, why)
         metric = self._metric_attrs.get(key)
         if metric is None:
@@ -398,6 +408,8 @@ class _Recorder:
         if span is None:
             return
         result = event.result
+        if self._replayed is not None and self._replayed(event):
+            span.set_attribute(REPLAYED, True)
         if self._capture:
             span.set_attribute("gen_ai.tool.call.result", result_attribute(result))
         if result.is_error:
@@ -431,6 +443,7 @@ def traced(
     messages: Sequence[Message] = (),
     continues: str | SpanContext | None = None,
     on_run_start: Callable[[str], None] | None = None,
+    replayed: Callable[[MuleEvent], bool] | None = None,
 ) -> MulePromiseListener:
     """Return a listener that records a run as OpenTelemetry GenAI spans and metrics.
 
@@ -439,7 +452,11 @@ def traced(
     `capture_content=True`; `messages` are the run's starting messages, which no event
     carries, for the first attempt's `gen_ai.input.messages`. `continues` (a W3C
     `traceparent`) links the run to the trace of the run it resumes; `on_run_start` receives
-    this run's `traceparent`, for the host to keep with the run.
+    this run's `traceparent`, for the host to keep with the run. `replayed` (e.g. a DBOS
+    worker's `DurableRun.replayed`) is asked at each attempt's assistant `message_start` and
+    each `tool_execution_end` whether that step was replayed from a durable record rather
+    than run; its span then gets `mule.replayed=true`, and a replayed attempt records no
+    metric points (it spent no tokens and called no model).
 
     The run span's parent is the context current when the run starts. The listener records
     one run at a time (make one per concurrent run); it is promise-style, and returns what
@@ -455,6 +472,7 @@ def traced(
         messages=messages,
         continues=continues,
         on_run_start=on_run_start,
+        replayed=replayed,
     ).listener()
 
 

@@ -2,7 +2,8 @@
 
 Registers the test agents, launches DBOS, prints `ready <executor id>`, and runs until its
 stdin closes (or it is killed). With `traced`, each run execution is traced by
-`mule.otel.traced` (the real SDK), linked to the trace kept in the run's metadata, and every
+`mule.otel.traced` (the real SDK), linked to the trace kept in the run's metadata, its
+replayed steps marked, and every
 finished span is appended at once to `PAUSE_DIR/spans-<executor id>.jsonl`.
 """
 
@@ -80,6 +81,7 @@ def tracing(where: Path, executor_id: str) -> ListenerFactory:
             conversation_id=run.run_id,
             continues=link,
             on_run_start=keep,
+            replayed=run.replayed,
         )
 
     return listen

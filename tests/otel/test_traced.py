@@ -288,6 +288,37 @@ async def test_an_error_result_marks_its_tool_span(otel: Otel) -> None:
     assert dict(tool.attributes or {})["error.type"] == "tool_error"
 
 
+async def test_steps_the_host_says_were_replayed_are_marked_and_not_metered(otel: Otel) -> None:
+    """`replayed` marks the spans it names; their attempts record no metric points."""
+    asked: list[str] = []
+
+    def replayed(event: mule.MuleEvent) -> bool:
+        asked.append(event.type)
+        if type(event) is mule.MessageStart:
+            return event.message.value == "message:2"  # the failed first attempt
+        return type(event) is mule.ToolExecutionEnd and event.call.id == "c1"
+
+    listener = traced(
+        tracer_provider=otel.tracer_provider,
+        meter_provider=otel.meter_provider,
+        replayed=replayed,
+    )
+    await mule.run(run_input(RETRIED_PARALLEL, add), listener)
+    spans = by_name(otel.finished())
+    chats = spans["chat gpt-test"]
+    assert [dict(c.attributes or {}).get("mule.replayed") for c in chats] == [True, None, None]
+    assert dict(chats[0].attributes or {})["mule.message"] == "message:2"
+    tools = {dict(t.attributes or {})["gen_ai.tool.call.id"]: t for t in spans["execute_tool add"]}
+    assert dict(tools["c1"].attributes or {})["mule.replayed"] is True
+    assert "mule.replayed" not in dict(tools["c2"].attributes or {})
+    assert "mule.replayed" not in dict(spans["invoke_agent"][0].attributes or {})
+    # Asked once per attempt (its start) and once per tool call (its end), nothing else.
+    assert sorted(asked) == ["message_start"] * 3 + ["tool_execution_end"] * 2
+    durations = otel.points("gen_ai.client.operation.duration")
+    assert sum(p.count for p in durations) == 2  # the replayed failed attempt is not metered
+    assert all("error.type" not in dict(p.attributes or {}) for p in durations)
+
+
 async def test_a_cancelled_run(otel: Otel) -> None:
     controller = mule.AbortController()
 
