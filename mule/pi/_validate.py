@@ -37,6 +37,7 @@ from __future__ import annotations
 import functools
 import json
 import weakref
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar, final
 
 from mule.pi._coerce import Coercer
@@ -54,6 +55,7 @@ from mule.pi._js_values import clone_json
 from mule.pi._json import JsonObject, JsonValue, nested_deeper_than
 from mule.pi._schema import Schema, check_schema, formats, pi_validator
 from mule.pi._schema_bounds import MAX_ARGUMENT_DEPTH, MAX_SCHEMA_DEPTH, schema_problem
+from mule.pi._simple_schema import simple_check
 
 if TYPE_CHECKING:
     from jsonschema.protocols import Validator
@@ -83,20 +85,41 @@ class ToolValidator:
     ) -> None:
         self.name = name
         self.parameters = parameters
-        self._registry = _empty() if registry is None else registry
-        try:
-            problem = check_schema(parameters) or schema_problem(parameters, self._registry)
-            if problem is not None:
-                raise ToolSchemaError(name, problem)
-            self._validator = pi_validator()(
-                parameters, format_checker=formats(), registry=self._registry
-            )
-        except RecursionError:
-            raise ToolSchemaError(name, "nested too deeply to compile") from None
+        self._given = registry
+        self._compiled: Validator | None = None
+        # A plain schema (most tools') is decided without jsonschema, which then never loads:
+        # the same verdicts (`_simple_schema`), and nothing in it that a registry resolves.
+        self._is_valid: Callable[[Any], bool]
+        simple = None
+        if not nested_deeper_than(parameters, MAX_SCHEMA_DEPTH):
+            simple = simple_check(parameters)
+        if simple is not None:
+            self._is_valid = simple
+        else:
+            try:
+                problem = check_schema(parameters) or schema_problem(parameters, self._registry)
+                if problem is not None:
+                    raise ToolSchemaError(name, problem)
+                self._is_valid = self._validator.is_valid
+            except RecursionError:
+                raise ToolSchemaError(name, "nested too deeply to compile") from None
         self._members: dict[int, Validator | None] = {}
         self._coercer = Coercer(self._member_valid)
         self._walker = ErrorWalker(parameters)
         self._flat = _flat_plan(parameters)
+
+    @property
+    def _registry(self) -> Registry[Any]:
+        return _empty() if self._given is None else self._given
+
+    @property
+    def _validator(self) -> Validator:
+        """The schema compiled by jsonschema (for a plain schema, only if a walk needs it)."""
+        if self._compiled is None:
+            self._compiled = pi_validator()(
+                self.parameters, format_checker=formats(), registry=self._registry
+            )
+        return self._compiled
 
     @classmethod
     def for_tool(cls, tool: Tool) -> ToolValidator:
@@ -139,7 +162,7 @@ class ToolValidator:
 
     def _valid(self, value: Any) -> bool:
         try:
-            return bool(self._validator.is_valid(value))
+            return bool(self._is_valid(value))
         except (
             Exception
         ) as why:  # a schema jsonschema cannot evaluate (bad regex, unresolvable $ref)
