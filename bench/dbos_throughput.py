@@ -304,7 +304,8 @@ def main() -> None:
                         [
                             *(str(Path(sys.executable).parent / "py-spy"), "record"),
                             *("--pid", str(workers[0].pid), "--format", "raw"),
-                            *("-o", args.profile, "--rate", "200", "--threads", "--nonblocking"),
+                            *("-o", args.profile, "--rate", "200", "--threads", "--gil"),
+                            "--nonblocking",
                         ],
                         stdout=subprocess.DEVNULL,
                         stderr=subprocess.DEVNULL,

@@ -161,7 +161,8 @@ class _Durable:
 
     async def claim(self, step: int) -> bool:
         """Commit a claim on an unsafe step before its side effect; False if it was claimed."""
-        rec = StepRecord(self.run_id, step, None, self.rt.executor_id)
+        # The nonce tells this claim from another execution's in the same process and batch.
+        rec = StepRecord(self.run_id, step, None, f"{self.rt.executor_id} {uuid.uuid4().hex[:8]}")
         wait = self.rt.store.record(rec)
         if wait is not None:
             await wait
