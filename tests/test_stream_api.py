@@ -251,10 +251,11 @@ def test_run_sync_in_a_plain_thread(backend: str) -> None:
 
 
 @pytest.mark.anyio
-async def test_run_sync_inside_a_running_loop() -> None:
-    """As in a notebook cell: a loop already runs in this thread."""
+@pytest.mark.parametrize("inner", ["asyncio", "trio"])
+async def test_run_sync_inside_a_running_loop(inner: str) -> None:
+    """As in a notebook cell: a loop already runs in this thread (the run's loop is `inner`)."""
     seen: list[str] = []
-    outcome = mule.run_sync(_inp(), lambda e, s: seen.append(e.type))
+    outcome = mule.run_sync(_inp(), lambda e, s: seen.append(e.type), backend=inner)  # type: ignore[arg-type]
     assert outcome.status == "completed"
     assert seen.count("run_end") == 1
 
