@@ -455,8 +455,11 @@ class Interpreter:
                     )
                     return
                 if part.type == "result":
-                    await inbox.send(ToolPartArrived(index, part, now_ms()))
-                    return  # final: stop pulling and close the executor now
+                    # Final: stop pulling and close the executor now. The inbox is unbounded
+                    # and open while the run's tasks live, so this never blocks or fails; not
+                    # yielding first lets the executor close before the machine's CloseTool.
+                    inbox.send_nowait(ToolPartArrived(index, part, now_ms()))
+                    return
                 if orders is None:  # the first update: the machine will ask for more
                     tool_run.orders, orders = anyio.create_memory_object_stream[str](1)
                 await inbox.send(ToolPartArrived(index, part, now_ms()))

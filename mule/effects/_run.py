@@ -105,16 +105,26 @@ async def _run(
         async with anyio.create_task_group() as tg:
             interp = Interpreter(cfg, inp.ports, stream_fn, inp.retry_after_ms, controller, tg)
 
-            async def watch(scope: anyio.CancelScope) -> None:
-                await controller.signal.wait()
+            def on_abort(_: AbortSignal) -> None:
                 if not interp.ended:  # once run_end is out, the run's verdict stands
                     scope.cancel()
+
+            async def watch() -> None:
+                await controller.signal.wait()  # a timeout signal aborts when this wakes
+                on_abort(controller.signal)
 
             try:
                 finish: Finish | None = None
                 with anyio.CancelScope() as scope:
-                    tg.start_soon(watch, scope)
-                    finish = await interp.drive(state)
+                    if controller.signal.deadline is None:
+                        # No clock to watch: cancel from the abort itself, without a task.
+                        controller.signal.add_listener(on_abort)
+                    else:
+                        tg.start_soon(watch)
+                    try:
+                        finish = await interp.drive(state)
+                    finally:
+                        controller.signal.remove_listener(on_abort)
                 if finish is None:
                     reason = _reason_text(controller.signal.reason)
                     finish = await interp.finish_cancelled(reason)
