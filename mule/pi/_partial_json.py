@@ -11,9 +11,6 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from partial_json_parser import Allow
-from partial_json_parser import loads as loads_partial
-
 from mule.pi._json import MAX_DEPTH, JsonObject, loads, nested_deeper_than
 
 _VALID_ESCAPES = frozenset('"\\/bfnrtu')
@@ -98,6 +95,10 @@ def parse_streaming_json(text: str) -> JsonObject:
     try:
         value = parse_json_with_repair(text)
     except ValueError:
+        # Loaded with the first incomplete text, not with `import mule`.
+        from partial_json_parser import Allow
+        from partial_json_parser import loads as loads_partial
+
         try:
             value = loads_partial(_drop_dangling_number(text), Allow.ALL)
         except Exception:  # the partial parser's errors, RecursionError among them

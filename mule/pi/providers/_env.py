@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from pathlib import Path
 
 # Earlier names win: Anthropic's OAuth token takes precedence over its API key, as in Pi.
 ENV_API_KEYS: Mapping[str, tuple[str, ...]] = {
@@ -73,13 +72,12 @@ def env_api_key(provider: str, environ: Mapping[str, str] | None = None) -> str 
 
 def _vertex_adc(env: Mapping[str, str]) -> bool:
     creds = env.get("GOOGLE_APPLICATION_CREDENTIALS")
-    path = (
-        Path(creds)
-        if creds
-        else Path.home() / ".config" / "gcloud" / "application_default_credentials.json"
+    # os.path, not pathlib: pathlib (with urllib and ipaddress) is not worth `import mule`'s time.
+    path = creds or os.path.join(
+        os.path.expanduser("~"), ".config", "gcloud", "application_default_credentials.json"
     )
     project = env.get("GOOGLE_CLOUD_PROJECT") or env.get("GCLOUD_PROJECT")
-    return bool(project and env.get("GOOGLE_CLOUD_LOCATION") and path.exists())
+    return bool(project and env.get("GOOGLE_CLOUD_LOCATION") and os.path.exists(path))
 
 
 __all__ = ["AMBIENT_CREDENTIALS", "ENV_API_KEYS", "env_api_key"]

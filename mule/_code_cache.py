@@ -1,0 +1,117 @@
+"""A bytecode cache for the methods attrs generates for mule's own classes.
+
+attrs writes each class's `__init__`, `__eq__`, `__hash__` and `__repr__` as Python source and
+compiles it when the class is defined; for mule's hundred-odd classes that compiling was about
+a quarter of `import mule`. Python caches a module's bytecode in `__pycache__`; this does the
+same for attrs' generated code: while `mule` is imported, each script attrs compiles for a class
+of mule's is looked up by its exact text (a changed class is a different text, so a stale entry
+is never used), and the code is written to `mule/__pycache__` once the import is done. Only the
+compiling is skipped: attrs still builds every class, runs the code and fills `linecache`.
+
+Like Python's own bytecode it is not written under `sys.dont_write_bytecode`, and a directory
+that cannot be written is no error. The one number that differs from process to process in
+attrs' scripts, the per-class salt of `__hash__` (a string hash), is left out of the key: a
+class keeps the salt of the process that first compiled it, which is as random.
+"""
+
+from __future__ import annotations
+
+import marshal
+import os
+import re
+import sys
+import types
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+_DIR = os.path.join(os.path.dirname(__file__), "__pycache__")
+_FILE = os.path.join(_DIR, f"attrs-code.{sys.implementation.cache_tag}.bin")
+_OURS = (
+    "<attrs generated "  # attrs' filename for a class's script: "<attrs generated methods mule."
+)
+_SALT = re.compile(r"(hash\(\(\n\s*)-?\d+,")
+
+
+def _header() -> bytes:
+    # The key is the script's exact text, so only the interpreter's bytecode format matters.
+    return f"mule attrs code\n{sys.version}\n".encode()
+
+
+def _load() -> dict[str, types.CodeType]:
+    try:
+        with open(_FILE, "rb") as f:
+            data = f.read()
+        header = _header()
+        if not data.startswith(header):
+            return {}
+        table = marshal.loads(data[len(header) :])
+    except (OSError, ValueError, EOFError, TypeError):
+        return {}
+    return table if isinstance(table, dict) else {}
+
+
+def _save(table: dict[str, types.CodeType]) -> None:
+    if sys.dont_write_bytecode:
+        return
+    import tempfile  # only when there is something to write
+
+    try:
+        os.makedirs(_DIR, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=_DIR, prefix=".attrs-code.")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(_header() + marshal.dumps(table))
+            os.chmod(tmp, os.stat(__file__).st_mode & 0o666)  # as Python's .pyc: the source's
+            os.replace(tmp, _FILE)  # atomic: a concurrent import reads the old or the new file
+        except BaseException:
+            os.unlink(tmp)
+            raise
+    except OSError:
+        pass  # a read-only install: compile as attrs does
+
+
+@contextmanager
+def cached_attrs_code() -> Iterator[None]:
+    """While the block runs, reuse the compiled code of mule's attrs classes (see the module)."""
+    try:
+        from attr import _make
+    except ImportError:  # pragma: no cover - attrs without the module: nothing to cache
+        yield
+        return
+    original: Callable[..., Any] | None = getattr(_make, "_compile_and_eval", None)
+    if original is None:  # pragma: no cover - a future attrs: compile as it does
+        yield
+        return
+    known = _load()
+    used: dict[str, types.CodeType] = {}
+    compiled = 0
+
+    def compile_and_eval(
+        script: str,
+        globs: dict[str, Any] | None,
+        locs: Any = None,
+        filename: str = "",
+    ) -> None:
+        nonlocal compiled
+        if not filename.startswith(_OURS) or " mule." not in filename:
+            original(script, globs, locs, filename)
+            return
+        key = filename + "\n" + _SALT.sub(r"\g<1>0,", script)
+        code = known.get(key)
+        if code is None:
+            code = compile(script, filename, "exec")
+            compiled += 1
+        used[key] = code
+        eval(code, globs, locs)
+
+    _make._compile_and_eval = compile_and_eval
+    try:
+        yield
+    finally:
+        _make._compile_and_eval = original
+    if compiled or used.keys() != known.keys():
+        _save(used)
+
+
+__all__ = ["cached_attrs_code"]
