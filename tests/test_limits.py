@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import attrs
 import pytest
 from returns.result import Success
 
@@ -168,3 +169,84 @@ async def test_the_effect_root_failure_carries_the_usage() -> None:
 @pytest.mark.anyio
 async def test_an_error_not_from_a_run_has_zero_usage() -> None:
     assert mule.effects.MuleError("tool", "x").usage.total_tokens == 0
+
+
+# -- limits with structured output: the run that ends with its answer names no limit ---------
+
+
+def _answer(points: int, *also: str, out: int = 5) -> Reply:
+    calls = [Call(i, "echo", {"text": i}) for i in also]
+    return reply(*calls, Call("o1", "final_result", {"response": points}), usage=_usage(out, 0.25))
+
+
+def _typed(replies: list[Reply], limits: mule.RunLimits) -> mule.MuleRunInput[Any]:
+    return _inp(replies, output_type=int, limits=limits)
+
+
+async def _both_roots(
+    inp: mule.MuleRunInput[Any], events: list[MuleEvent] | None = None
+) -> list[mule.MuleRunOutcome[Any]]:
+    """Run through `mule.run` and through `mule.effects.run` (fresh replies each)."""
+    assert isinstance(inp.stream, ScriptedModel)
+    script = list(inp.stream.replies)
+    seen = events if events is not None else []
+    promised = await mule.run(inp, lambda e, s: seen.append(e))
+    again = attrs.evolve(inp, stream=ScriptedModel(list(script)))
+    result = await mule.effects.run(core_input(again, lambda e, s: seen.append(e)))
+    assert isinstance(result, Success)
+    return [promised, result.unwrap()]
+
+
+@pytest.mark.anyio
+async def test_output_on_the_turn_a_limit_is_reached_names_no_limit() -> None:
+    # max_turns=2 is reached by the turn whose final_result ends the run.
+    inp = _typed([_calls("c1"), _answer(3)], mule.RunLimits(max_turns=2))
+    for out in await _both_roots(inp):
+        assert out.output == 3
+        assert out.limit is None
+        assert out.status == "completed"
+
+
+@pytest.mark.anyio
+async def test_output_in_a_batch_that_reaches_a_limit_names_no_limit() -> None:
+    # The output tool runs beside another tool, and that turn crosses max_output_tokens.
+    events: list[MuleEvent] = []
+    inp = _typed(
+        [_calls("c1"), _answer(7, "c2", out=6), reply("never")],
+        mule.RunLimits(max_output_tokens=10),
+    )
+    for out in await _both_roots(inp, events):
+        assert out.output == 7
+        assert out.limit is None
+        assert out.usage.output == 11
+        assert [m.role for m in out.messages][-3:] == ["assistant", "toolResult", "toolResult"]
+    # One terminal per run, and the batch settled (both tools ran) before it.
+    assert [e.outcome for e in events if e.type == "run_end"] == ["completed", "completed"]
+    assert [e.type for e in events].count("tool_execution_end") == 2 * 3
+
+
+@pytest.mark.anyio
+async def test_a_limit_after_the_output_turn_is_still_named() -> None:
+    # The output arrives beside another tool (so the run goes on), and a later turn is cut.
+    inp = _typed([_answer(7, "c1"), _calls("c2"), reply("never")], mule.RunLimits(max_turns=2))
+    for out in await _both_roots(inp):
+        assert out.output == 7
+        assert out.limit == "max_turns"
+
+
+@pytest.mark.anyio
+async def test_a_limit_before_any_output_is_named() -> None:
+    inp = _typed([_calls("c1"), _calls("c2"), reply("never")], mule.RunLimits(max_turns=2))
+    for out in await _both_roots(inp):
+        assert out.output is None
+        assert out.limit == "max_turns"
+
+
+@pytest.mark.anyio
+async def test_an_invalid_output_on_the_limit_turn_is_no_answer() -> None:
+    # final_result rejected (not an int): the limit, not an output, ended the run.
+    bad = reply(Call("o1", "final_result", {"response": "many"}), usage=_usage(5, 0.25))
+    inp = _typed([_calls("c1"), bad, reply("never")], mule.RunLimits(max_turns=2))
+    for out in await _both_roots(inp):
+        assert out.output is None
+        assert out.limit == "max_turns"

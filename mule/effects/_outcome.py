@@ -59,7 +59,9 @@ class MuleRunOutcome(Generic[OutputT]):
         usage: The run's total tokens and cost over every model attempt, retried and
             failed attempts included (`message.usage` is the last response's only).
         limit: The `RunLimits` bound that stopped the run (`"max_turns"`,
-            `"max_output_tokens"` or `"max_cost_usd"`), or None.
+            `"max_output_tokens"` or `"max_cost_usd"`), or None. None as well when a limit
+            was reached on the turn that delivered the structured output: the run ended by
+            its output.
         output: The decoded structured output when the input had an `output_type` (typed:
             `MuleRunOutcome[Point]` for `output_type=Point`), else None.
 

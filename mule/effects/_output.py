@@ -30,7 +30,15 @@ from mule.effects._tools import (
     MuleToolResult,
     ToolExecution,
 )
-from mule.pi import AbortSignal, Message, TextContent, Tool, ToolCall, UserMessage
+from mule.pi import (
+    AbortSignal,
+    Message,
+    TextContent,
+    Tool,
+    ToolCall,
+    ToolResultMessage,
+    UserMessage,
+)
 
 OUTPUT_TOOL: Final = "final_result"
 """The name of the output tool the model calls with its final answer."""
@@ -175,11 +183,30 @@ def with_output(
     )
 
 
+def _answered_last(outcome: MuleRunOutcome[Any]) -> bool:
+    """Whether the run's last assistant message called the output tool and it succeeded."""
+    calls = {
+        block.id
+        for block in outcome.message.content
+        if isinstance(block, ToolCall) and block.name == OUTPUT_TOOL
+    }
+    return bool(calls) and any(
+        isinstance(m, ToolResultMessage) and m.tool_call_id in calls and not m.is_error
+        for m in outcome.all_messages or outcome.messages
+    )
+
+
 def attach_output(outcome: MuleRunOutcome[Any], box: OutputBox | None) -> MuleRunOutcome[OutputT]:
-    """Return the outcome with the decoded output (unchanged without structured output)."""
+    """Return the outcome with the decoded output (unchanged without structured output).
+
+    A limit reached on the turn that delivered the output did not stop the run short of its
+    answer: the run ended by its output, so `limit` is None. The core stops at a limit
+    before it asks the steering and follow-up ports, so only the output knows this.
+    """
     if box is None or not box.has_value:
         return cast(MuleRunOutcome[OutputT], outcome)
-    return cast(MuleRunOutcome[OutputT], evolve(outcome, output=box.value))
+    limit = None if outcome.limit is not None and _answered_last(outcome) else outcome.limit
+    return cast(MuleRunOutcome[OutputT], evolve(outcome, output=box.value, limit=limit))
 
 
 __all__ = ["OUTPUT_TOOL", "OutputBox", "attach_output", "output_tool", "with_output"]
