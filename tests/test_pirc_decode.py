@@ -165,3 +165,31 @@ def test_a_deep_update_is_refused_before_decoding() -> None:
         with pytest.raises(LineError) as info:
             decode_line(line)
         assert info.value.problem == "too_deep"
+
+
+def twin_line() -> tuple[bytes, bytes]:
+    """Return a recorded text delta line's head (to its `"partial":`) and its response's text."""
+    for line in (RECORDED[0].parent / "text.jsonl").read_bytes().splitlines():
+        if line.startswith(b'{"type":"message_update","assistantMessageEvent":{"type":"text_d'):
+            head, _, rest = line.partition(b',"partial":')
+            copy = rest[: (len(rest) - len(b'},"message":') - 1) // 2]
+            assert line == head + b',"partial":' + copy + b'},"message":' + copy + b"}"
+            return head + b',"partial":', copy
+    raise AssertionError("no text delta in the recording")
+
+
+def test_every_one_byte_damage_decodes_as_json_loads_does() -> None:
+    """Each byte of a real delta line replaced, dropped or doubled: json.loads's answer."""
+    head, copy = twin_line()
+    line = head + copy + b'},"message":' + copy + b"}"
+    for i in range(len(line)):
+        for new in (b"", b"x", b'"', b"}", b" ", b"0", line[i : i + 1] * 2):
+            same_as_json_loads(line[:i] + new + line[i + 1 :])
+
+
+@given(st.data())
+def test_copies_damaged_alike_decode_as_json_loads_does(data: st.DataObject) -> None:
+    """Both copies of the response damaged the same way (they still match): json.loads's answer."""
+    head, copy = twin_line()
+    bad = damaged(data.draw, copy)
+    same_as_json_loads(head + bad + b'},"message":' + bad + b"}")

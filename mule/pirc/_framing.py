@@ -254,6 +254,59 @@ _PARTIAL_KEY: Final = ',"partial":'
 _MESSAGE_KEY: Final = '},"message":'
 
 
+def _span_openings_exceed(text: str, start: int, stop: int, limit: int) -> bool:
+    """Whether `text[start:stop]` holds more than `limit` `[` and `{` (as `_openings_exceed`)."""
+    n = 0
+    for bracket in "[{":
+        i = text.find(bracket, start, stop)
+        hops = 0
+        while i >= 0:
+            n += 1
+            hops += 1
+            if hops == _HOPS:
+                n += text.count(bracket, i + 1, stop)
+                break
+            i = text.find(bracket, i + 1, stop)
+        if n > limit:
+            return True
+    return False
+
+
+def _decode_twin(line: bytes, limit: int) -> dict[str, Any] | None:
+    """Decode a `*_delta` update whose two copies are one text, bounds included; else None.
+
+    The copies' text is found from the line's length and compared before anything is decoded;
+    the line then nests 2 levels more than the copy, whose brackets alone are counted.
+    """
+    try:
+        text = line.decode("utf-8", "surrogatepass")  # as json.loads decodes UTF-8 bytes
+        head = _DELTA_HEAD.match(text)
+        if head is None:
+            return None
+        delta, pos = _scan(text, head.end())
+        start = pos + len(_PARTIAL_KEY)
+        size, odd = divmod(len(text) - start - len(_MESSAGE_KEY) - 1, 2)
+        stop = start + size
+        if (
+            odd
+            or size < 2
+            or not text.startswith(_PARTIAL_KEY, pos)
+            or text[start] != "{"
+            or not text.startswith(_MESSAGE_KEY, stop)
+            or text[-1] != "}"
+            or not text.startswith(text[start:stop], stop + len(_MESSAGE_KEY))
+            or _span_openings_exceed(text, start, stop, limit - 2)
+        ):
+            return None
+        partial, end = _scan(text, start)
+    except (LookupError, StopIteration, ValueError, RecursionError):
+        return None
+    if end != stop:
+        return None
+    event = {"type": head[1], "contentIndex": int(head[2]), "delta": delta, "partial": partial}
+    return {"type": "message_update", "assistantMessageEvent": event, "message": partial}
+
+
 def _decode_delta(text: str) -> dict[str, Any] | None:
     """Decode a `*_delta` update written in pi's key order, or return None (any other form)."""
     head = _DELTA_HEAD.match(text)
@@ -298,6 +351,10 @@ def _decode_update(line: bytes) -> dict[str, Any] | None:
 
 def decode_line(line: bytes, max_depth: int = DEFAULT_DEPTH) -> dict[str, Any]:
     """Decode one record as a JSON object, or raise `LineError` (never anything else)."""
+    if line.startswith(_UPDATE):  # the hottest form first: it bounds its own depth
+        twin = _decode_twin(line, max_depth)
+        if twin is not None:
+            return twin
     if nesting_exceeds(line, max_depth):
         raise LineError("too_deep", f"nested deeper than {max_depth} levels")
     if line.startswith(_UPDATE):  # the hot record: most of pi's lines, and the longest
