@@ -1,7 +1,8 @@
 """Promise-style quick start: a model that calls a typed Python tool, streamed live.
 
-Runs offline with a scripted model. For a real one, replace `stream=...` by nothing and pick a
-model from `mule.pi.models.get_model("openai", "gpt-4o-mini")` with OPENAI_API_KEY set.
+Runs offline with a scripted model. For a real one, leave out `stream=...` and pick a model,
+`mule.pi.models.get_model("openai", "gpt-4o-mini")`, with OPENAI_API_KEY set. This file is
+the README's quick start, word for word (tests/test_examples.py checks it).
 """
 
 import anyio
@@ -17,19 +18,8 @@ def word_count(text: str) -> int:
     return len(text.split())
 
 
-def show(event: mule.MuleEvent, signal: mule.AbortSignal) -> None:
-    """Print the answer as it streams, and every tool call."""
-    if event.type == "message_update" and event.event.type == "text_delta":
-        print(event.event.delta, end="", flush=True)
-    elif event.type == "tool_execution_end":
-        text = "".join(getattr(block, "text", "") for block in event.result.content)
-        print(f"\n[{event.call.name} returned {text}]")
-    elif event.type == "run_end":
-        print(f"\n[run {event.outcome}]")
-
-
 async def main() -> None:
-    """Run one agent loop and print its outcome."""
+    """Run one agent loop, printing the answer as it streams and every tool result."""
     model = Model(id="demo", name="Scripted demo", api="scripted", provider="demo", base_url="")
     script = ScriptedModel(
         [
@@ -39,18 +29,21 @@ async def main() -> None:
             reply(Text.of("It has 3 words.", 4)),
         ]
     )
-    outcome = await mule.run(
-        mule.MuleRunInput(
-            model=model,
-            system_prompt="You count words.",
-            messages=(UserMessage("How many words in 'an honest loop'?"),),
-            stream=script,
-            tools=[word_count],
-        ),
-        show,
+    inp = mule.MuleRunInput(
+        model=model,
+        system_prompt="You count words.",
+        messages=(UserMessage("How many words in 'an honest loop'?"),),
+        stream=script,  # omit for a real model (see below)
+        tools=[word_count],
     )
-    print(outcome.status, "-", len(outcome.messages), "new messages")
+    async with mule.stream(inp) as run:
+        async for event in run:
+            if event.type == "message_update" and event.event.type == "text_delta":
+                print(event.event.delta, end="", flush=True)
+            elif event.type == "tool_execution_end":
+                text = "".join(getattr(block, "text", "") for block in event.result.content)
+                print(f"\n[{event.call.name} returned {text}]")
+    print(f"\n{run.outcome.status} - {len(run.outcome.messages)} new messages")
 
 
-if __name__ == "__main__":
-    anyio.run(main)
+anyio.run(main)

@@ -29,6 +29,17 @@ def test_quickstart_runs_offline() -> None:
     assert "completed - 3 new messages" in out
 
 
+def test_the_readme_quick_start_is_the_example_word_for_word() -> None:
+    """The README's quick start block is examples/quickstart.py after its module docstring."""
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("## Quick start (promise style)\n", 1)[1]
+    block = section.split("```python\n", 1)[1].split("```\n", 1)[0]
+    source = (ROOT / "examples" / "quickstart.py").read_text()
+    code = source.split('"""\n', 1)[1].lstrip("\n")  # after the module docstring
+    assert block == code
+    assert "mule.stream(" in block  # the quick start shows the async-iterator API
+
+
 def test_coding_tools_example_runs_offline() -> None:
     """examples/coding_tools.py lists and reads a directory through mule.tools and completes."""
     out = run_example("coding_tools.py")

@@ -242,6 +242,20 @@ async def test_the_effects_root_streams_a_result() -> None:
     assert failed.outcome.failure().phase == "model"
 
 
+@pytest.mark.anyio
+@pytest.mark.parametrize("at", ["run_start", "message_update", "tool_execution_start"])
+async def test_breaking_out_of_the_effects_stream_cancels_with_one_terminal(at: str) -> None:
+    tap = Tap()
+    async with mule.effects.stream(core_input(_inp(), tap)) as run:
+        async for event in run:
+            if event.type == at:
+                break
+    assert tap.terminals() == ["cancelled"]
+    assert tap.events[-1].type == "run_end"
+    assert isinstance(run.outcome, Success)
+    assert run.outcome.unwrap().status == "cancelled"
+
+
 @pytest.mark.parametrize("backend", ["asyncio", "trio"])
 def test_run_sync_in_a_plain_thread(backend: str) -> None:
     seen: list[str] = []

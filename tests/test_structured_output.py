@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-from typing import Any, TypedDict
+from typing import Any, TypedDict, assert_type
 
 import attrs
 import pydantic
@@ -67,6 +67,7 @@ async def test_a_dataclass_output_is_decoded_and_typed() -> None:
     )
     out = await mule.run(inp)
     city: City = out.output  # mypy knows: MuleRunOutcome[City]
+    assert_type(out, mule.MuleRunOutcome[City])  # exact, not Any (checked by mypy --strict)
     assert city == City("Paris", 2100000)
     assert out.status == "completed"
     # The output tool terminated the run: one model call, no text turn after it.
@@ -193,6 +194,7 @@ async def test_the_effect_root_decodes_the_output() -> None:
     )
     outcome = result.unwrap()
     city: City = outcome.output  # mypy knows: Result[MuleRunOutcome[City], MuleError]
+    assert_type(result, Result[effects.MuleRunOutcome[City], MuleError])
     assert city == City("Paris", 3)
     assert [m.role for m in outcome.messages] == ["assistant", "toolResult"]
 
