@@ -13,6 +13,7 @@ from mule.effects._checks import check_input
 from mule.effects._errors import MuleError
 from mule.effects._identity import MuleIdentity
 from mule.effects._protocol import (
+    PULL_MODEL,
     Began,
     CancelRequested,
     Fact,
@@ -43,7 +44,7 @@ from mule.effects._state import (
     Streaming,
 )
 from mule.effects._tools import MuleToolExecutionPart, MuleToolRejection, MuleToolResult
-from mule.effects._transition import expects, initial_state, step
+from mule.effects._transition import expects, initial_state, step, stream_update
 from mule.pi import (
     AssistantMessage,
     DoneEvent,
@@ -144,3 +145,17 @@ def test_a_broken_terminal_message_fails_the_run_typed() -> None:
     assert isinstance(finish, Finish)
     assert finish.error is not None
     assert "AttributeError" in finish.error.message
+
+
+@given(st.sampled_from(PHASES), st.sampled_from(FACTS))
+def test_stream_update_is_exactly_steps_hot_path(phase: Phase, fact: Fact) -> None:
+    """The interpreter emits `stream_update`'s answer without a step: it must be step's own."""
+    state = _state(phase)
+    update = stream_update(state, fact)
+    if update is None:
+        return
+    after, commands = step(state, fact)
+    assert after is state
+    assert commands == (update, PULL_MODEL)
+    assert type(phase) is Streaming
+    assert phase.started

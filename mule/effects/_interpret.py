@@ -61,7 +61,7 @@ from mule.effects._protocol import (
 from mule.effects._settings import MuleStreamFunction
 from mule.effects._state import RunConfig, RunState
 from mule.effects._tools import MulePreparedCall, MuleToolExecutionPart, MuleToolRejection
-from mule.effects._transition import step
+from mule.effects._transition import step, stream_update
 from mule.pi import (
     EVENT_CLASSES,
     AbortController,
@@ -207,23 +207,46 @@ class Interpreter:
                         fact = ListenerFailed(res.failure())
                         break
                 elif kind is PullModel:
-                    if self.deadline is None:
-                        stream = self.stream
-                        assert stream is not None
+                    if self.deadline is not None:
+                        fact = await self._pull_model()
+                        continue
+                    stream = self.stream
+                    assert stream is not None
+                    # The streamed deltas: while the machine's answer to an event would only
+                    # be its message_update and the next pull (`stream_update`), emit that and
+                    # pull again here; any other event goes to `step`.
+                    while True:
                         try:
                             event = await stream.__anext__()
                         except StopAsyncIteration:
                             fact = StreamExhausted()
+                            break
                         except Exception as exc:
                             fact = _failed("model", "the model stream raised", exc)
-                        else:
-                            if type(event) in _PI_EVENTS:
-                                self.last_event = event
-                                fact = event
-                            else:
-                                fact = self._checked(event)
-                    else:
-                        fact = await self._pull_model()
+                            break
+                        if type(event) not in _PI_EVENTS:
+                            fact = self._checked(event)
+                            break
+                        self.last_event = event
+                        if (signal.fired or (timed and signal.aborted)) and not self.ended:
+                            return None
+                        update = stream_update(state, event)
+                        if update is None:
+                            fact = event
+                            break
+                        if listener is None:
+                            continue
+                        try:
+                            res = await listener(update, signal)
+                        except Exception as exc:  # a Result listener that raised anyway
+                            res = Failure(error_from("listener", "the listener raised", exc))
+                        if not (ticks := ticks + 1) & 31:
+                            await checkpoint()
+                        if (signal.fired or (timed and signal.aborted)) and not self.ended:
+                            return None
+                        if type(res) is not Success and isinstance(res, Failure):
+                            fact = ListenerFailed(res.failure())
+                            break
                 elif kind is Finish:
                     return cmd  # type: ignore[return-value]
                 else:

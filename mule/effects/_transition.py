@@ -120,17 +120,11 @@ EVENT_FACTS: tuple[type[Fact], ...] = (StartEvent, DoneEvent, ErrorEvent, *BLOCK
 def step(state: RunState, fact: Fact) -> tuple[RunState, tuple[Command, ...]]:
     """Advance a run by one fact; never raises (a failure inside ends the run typed)."""
     try:
-        phase = state.phase
         # The hot path: a streamed block event only becomes a message_update.
-        if type(fact) in _BLOCK_EVENTS and type(phase) is Streaming and phase.started:
-            update = MessageUpdate(
-                state.cfg.run,
-                phase.turn,
-                phase.message,
-                fact.partial_source,  # type: ignore[union-attr]  # the lazy snapshot, as it is
-                fact,  # type: ignore[arg-type]
-            )
+        update = stream_update(state, fact)
+        if update is not None:
             return state, (update, PULL_MODEL)
+        phase = state.phase
         if type(phase) is Over:
             return _after_over(state, fact)
         t = _Txn(state)
@@ -138,6 +132,24 @@ def step(state: RunState, fact: Fact) -> tuple[RunState, tuple[Command, ...]]:
         return t.commit()
     except Exception as exc:
         return _crashed(state, fact, exc)
+
+
+def stream_update(state: RunState, fact: Fact) -> MessageUpdate | None:
+    """Return the message_update a streamed block event makes, if that is all it does.
+
+    This is `step`'s hot path on its own: for such a fact `step` returns the state unchanged
+    with `(update, PULL_MODEL)`, so the interpreter may emit it and pull again without a step.
+    """
+    phase = state.phase
+    if type(fact) in _BLOCK_EVENTS and type(phase) is Streaming and phase.started:
+        return MessageUpdate(
+            state.cfg.run,
+            phase.turn,
+            phase.message,
+            fact.partial_source,  # type: ignore[union-attr]  # the lazy snapshot, as it is
+            fact,  # type: ignore[arg-type]
+        )
+    return None
 
 
 def _after_over(state: RunState, fact: Fact) -> tuple[RunState, tuple[Command, ...]]:
@@ -250,4 +262,4 @@ def _begin(t: _Txn) -> None:
         _turn_body(t, ())
 
 
-__all__ = ["EVENT_FACTS", "expects", "initial_state", "step"]
+__all__ = ["EVENT_FACTS", "expects", "initial_state", "step", "stream_update"]
