@@ -17,6 +17,7 @@ import importlib
 import inspect
 import sys
 from collections.abc import Callable, Iterable, Mapping, MutableMapping
+from types import CodeType
 from typing import Any
 
 import attrs
@@ -66,6 +67,22 @@ def written_annotations(cls: type) -> dict[str, Any]:
     return _WRITTEN.get(cls) or inspect.get_annotations(cls)
 
 
+_COMPILED: dict[str, CodeType] = {}
+
+
+def _evaluate(text: str, module: dict[str, Any], scope: dict[str, Any]) -> Any:
+    """`eval(text, module, scope)`, with a bare name looked up and each text compiled once."""
+    if text.isidentifier():  # half of them ("str", "MuleIdentity"): no compile
+        if text in scope:
+            return scope[text]
+        if text in module:
+            return module[text]
+    code = _COMPILED.get(text)
+    if code is None:
+        code = _COMPILED[text] = compile(text, "<annotation>", "eval")
+    return eval(code, module, scope)
+
+
 def _resolve_annotations(cls: type) -> None:
     own = inspect.get_annotations(cls)
     if not any(isinstance(v, str) for v in own.values()):
@@ -74,7 +91,7 @@ def _resolve_annotations(cls: type) -> None:
     # their own class was published (a base is published with or before its subclasses).
     module = sys.modules[cls.__module__].__dict__
     scope = dict(vars(cls))
-    resolved = {k: eval(v, module, scope) if isinstance(v, str) else v for k, v in own.items()}
+    resolved = {k: _evaluate(v, module, scope) if isinstance(v, str) else v for k, v in own.items()}
     _WRITTEN[cls] = own  # as written: mule.pi's codec reads aliases by name (`declared`)
     cls.__annotations__ = resolved
     if attrs.has(cls):

@@ -14,7 +14,6 @@ The error lines of a failure never came from here: they are TypeBox's walk (`_er
 
 from __future__ import annotations
 
-import numbers
 from collections.abc import Callable
 from typing import Any
 
@@ -31,7 +30,13 @@ def _is_integer(v: Any) -> bool:
 
 
 def _is_number(v: Any) -> bool:
-    return not isinstance(v, bool) and isinstance(v, numbers.Number)
+    if isinstance(v, bool):
+        return False
+    if isinstance(v, int | float):
+        return True
+    import numbers  # jsonschema's test, for what JSON never holds (Decimal, Fraction...)
+
+    return isinstance(v, numbers.Number)
 
 
 def _is_string(v: Any) -> bool:
