@@ -92,6 +92,12 @@ def nested_deeper_than(value: object, limit: int) -> bool:
 
     Iterative, so a value of any depth, even one that contains itself, gets an answer.
     """
+    if type(value) is dict and limit >= 1:  # the common case, a flat object: one level
+        for child in value.values():
+            if isinstance(child, Mapping | list | tuple):
+                break
+        else:
+            return False
     stack: list[tuple[object, int]] = [(value, 1)]
     while stack:
         node, depth = stack.pop()

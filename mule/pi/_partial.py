@@ -7,7 +7,7 @@ arguments parsed, only when somebody reads a snapshot's `partial`.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from attrs import evolve
 
@@ -226,12 +226,16 @@ class PartialBuilder:
         timestamp: int | None = None,
     ) -> AssistantMessage:
         """Materialise the message with its final stop reason."""
-        msg = evolve(self.snapshot().materialize(), stop_reason=stop_reason)
+        # One evolve of the head (what `snapshot().materialize()` and the changes would be).
+        changes: dict[str, Any] = {
+            "content": tuple(map(_block, self.snapshot()._entries)),
+            "stop_reason": stop_reason,
+        }
         if error_message is not None:
-            msg = evolve(msg, error_message=error_message)
+            changes["error_message"] = error_message
         if timestamp is not None:
-            msg = evolve(msg, timestamp=timestamp)
-        return msg
+            changes["timestamp"] = timestamp
+        return evolve(self._head, **changes)
 
 
 __all__ = ["PartialBuilder", "PartialSnapshot"]
