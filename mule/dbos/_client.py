@@ -52,6 +52,14 @@ class MuleDBOSClient:
 
     Blocking methods; from async code call them through `anyio.to_thread.run_sync`.
     `follow` is async and works on asyncio and trio.
+
+    Attributes:
+        url: The PostgreSQL URL of DBOS's system database and mule's run store.
+        schema: The schema of mule's run store in that database.
+        queue: The DBOS queue runs are started on.
+        store: The run store (`PgStore`): transcripts and event logs.
+        client: The DBOS client that starts, cancels and awaits the workflows.
+
     """
 
     def __init__(self, url: str, *, schema: str = "mule", queue: str = DEFAULT_QUEUE) -> None:

@@ -19,6 +19,12 @@ class DurableRun:
     with `set_meta`): a tracer keeps the run's trace context there, and a recovered execution
     links to it (see docs/otel.md). `replayed(event)` tells which of its steps DBOS replayed
     from its record rather than ran (`traced(..., replayed=run.replayed)` marks their spans).
+
+    Attributes:
+        run_id: The run's id (the DBOS workflow id).
+        agent: The name of the registered agent the run uses.
+        meta: The run's host metadata as this execution starts (kept by earlier ones).
+
     """
 
     __slots__ = ("_keep", "_replayed", "agent", "meta", "run_id")

@@ -260,6 +260,15 @@ class PgStore:
     (the first run, then each resumed one, as the SQLite journal); `recover` rebuilds the input
     that continues it. A DBOS workflow records all its executions into one segment
     (`listener(run_id, segment=1)`): replayed checkpoint events are deduplicated by identity.
+
+    Attributes:
+        url: The PostgreSQL URL.
+        schema: The schema its tables live in.
+        flush_ms: Milliseconds a segment buffers non-checkpoint events (deltas) at most, so a
+            follower sees a live stream within that delay.
+        db: The store's one connection, shared by a worker's tasks and threads.
+        lock: Serialises the use of `db`.
+
     """
 
     def __init__(self, url: str, *, schema: str = "mule", flush_ms: int = 50) -> None:

@@ -88,6 +88,15 @@ class Worker:
     taken as dead, and the first live worker to delete its row recovers its pending workflows
     with DBOS's own recovery (`DBOS._recover_pending_workflows([dead_id])`), which re-enqueues
     them so that exactly one worker dequeues each one and replays it.
+
+    Attributes:
+        rt: This process's worker settings (database URL, executor id, the run store).
+        heartbeat_s: Seconds between two heartbeats (each also looks for dead peers).
+        dead_after_s: Seconds without a heartbeat after which a peer is taken as dead.
+        stop_event: Set to stop the heartbeat thread.
+        recovered: Executor ids of the dead peers this worker recovered, in order.
+        thread: The heartbeat thread.
+
     """
 
     def __init__(self, rt: Runtime, heartbeat_s: float, dead_after_s: float) -> None:

@@ -48,6 +48,10 @@ class MuleRunFailed(Exception):
     """A run failed; `error` is the typed `MuleError` (its phase, message and cause).
 
     A callback may raise it too: the run then fails with exactly that `MuleError`.
+
+    Attributes:
+        error: The run's typed failure: phase, message, cause and the usage up to it.
+
     """
 
     def __init__(self, error: MuleError) -> None:

@@ -196,6 +196,12 @@ class Journal:
     ...     j.begin("r1", [UserMessage("hi", 1)])
     ...     j.recover("r1")
     ((UserMessage(content='hi', timestamp=1),), None)
+
+    Attributes:
+        path: The SQLite file.
+        flush_every: Non-checkpoint events (deltas) a segment buffers before writing them;
+            a checkpoint event writes the buffer with it at once.
+
     """
 
     def __init__(

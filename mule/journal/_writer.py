@@ -66,6 +66,11 @@ class CommitWriter:
 
     `write(rows, statuses)` writes one transaction; `failure(text)` makes the error a failed or
     overdue commit raises; a synchronous caller's wait is bounded by `wait_s`.
+
+    Attributes:
+        wait_s: Seconds a synchronous caller waits for its commit before the failure is raised.
+        commits: Transactions written so far (benchmarks report commits per checkpoint).
+
     """
 
     def __init__(

@@ -14,6 +14,12 @@ class MCPServerError(Exception):
 
     `server` names it, `problem` says what happened, and `stderr` is the tail of what a stdio
     server wrote to its stderr (empty for HTTP servers).
+
+    Attributes:
+        server: The server's name, as configured.
+        problem: What happened (died, timed out, closed, not MCP).
+        stderr: The tail of a stdio server's stderr; empty for HTTP servers.
+
     """
 
     def __init__(self, server: str, problem: str, *, stderr: str = "") -> None:

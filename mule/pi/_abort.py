@@ -19,7 +19,12 @@ import anyio
 
 @final
 class AbortError(Exception):
-    """The operation was aborted; `reason` is the signal's reason when it was not an exception."""
+    """The operation was aborted; `reason` is the signal's reason when it was not an exception.
+
+    Attributes:
+        reason: The abort reason the signal was given (None: no reason).
+
+    """
 
     def __init__(self, reason: object = None) -> None:
         super().__init__("This operation was aborted" if reason is None else str(reason))
@@ -155,7 +160,12 @@ class AbortSignal:
 
 @final
 class AbortController:
-    """Owns one `AbortSignal` and aborts it."""
+    """Owns one `AbortSignal` and aborts it.
+
+    Attributes:
+        signal: The signal this controller aborts; hand it to `mule.run` and to tools.
+
+    """
 
     __slots__ = ("signal",)
 

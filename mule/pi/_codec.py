@@ -59,7 +59,13 @@ T = TypeVar("T")
 
 @final
 class WireError(ValueError):
-    """Data that does not decode as the requested type; `errors` name each fault's path."""
+    """Data that does not decode as the requested type; `errors` name each fault's path.
+
+    Attributes:
+        type_name: The type the data was decoded as.
+        errors: Each fault, with its path (`$.content[0].text: ...`).
+
+    """
 
     def __init__(self, type_name: str, errors: Sequence[str]) -> None:
         self.type_name = type_name

@@ -14,7 +14,14 @@ from mule.pi._json import JsonObject
 
 
 class ToolArgumentsError(ValueError):
-    """A tool call's arguments failed the tool's schema; `str(error)` is Pi's full failure text."""
+    """A tool call's arguments failed the tool's schema; `str(error)` is Pi's full failure text.
+
+    Attributes:
+        tool_name: The tool whose schema the arguments failed.
+        errors: Pi's failures as (path, message) pairs, `path` dotted from the arguments' root.
+        text: Pi's full failure text (the lines, then the arguments received).
+
+    """
 
     def __init__(self, tool_name: str, errors: tuple[tuple[str, str], ...], text: str) -> None:
         super().__init__(text)
@@ -24,7 +31,13 @@ class ToolArgumentsError(ValueError):
 
 
 class ToolSchemaError(ValueError):
-    """A tool's `parameters` is not a usable JSON Schema."""
+    """A tool's `parameters` is not a usable JSON Schema.
+
+    Attributes:
+        tool_name: The tool whose schema is unusable.
+        detail: What is wrong with it.
+
+    """
 
     def __init__(self, tool_name: str, detail: str) -> None:
         super().__init__(f'Invalid parameters schema for tool "{tool_name}": {detail}')

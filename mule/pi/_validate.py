@@ -76,6 +76,11 @@ class ToolValidator:
 
     `registry` (a `referencing.Registry`) is where `$ref`s that leave the schema resolve; without
     one they are a `ToolSchemaError`, and no reference is ever retrieved from the network.
+
+    Attributes:
+        name: The tool's name (in its errors).
+        parameters: The tool's parameters schema, as given.
+
     """
 
     _cache: ClassVar[dict[int, tuple[weakref.ref[Tool], ToolValidator]]] = {}

@@ -87,7 +87,15 @@ class BridgeStats:
 
 @final
 class Bridge(JobCommands):
-    """Drives one pi RPC child: `async with Bridge(config) as pi: result = await pi.run("hi")`."""
+    """Drives one pi RPC child: `async with Bridge(config) as pi: result = await pi.run("hi")`.
+
+    Attributes:
+        config: How pi is started and the bridge's limits.
+        stats: Live counters (framing, buffering, unmatched responses, UI timeouts).
+        process_done: Set once the pi child has exited and been reaped.
+        returncode: pi's exit code once it exited (negative: killed by that signal); None before.
+
+    """
 
     def __init__(self, config: BridgeConfig) -> None:
         self.config = config

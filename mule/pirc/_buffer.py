@@ -42,7 +42,12 @@ class BufferStats:
 
 @final
 class EventBuffer(Generic[T]):
-    """A bounded FIFO for one producer and one consumer, dropping only `droppable` items."""
+    """A bounded FIFO for one producer and one consumer, dropping only `droppable` items.
+
+    Attributes:
+        stats: The buffer's live counters.
+
+    """
 
     def __init__(
         self, capacity: int, droppable: Callable[[T], bool], stats: BufferStats | None = None

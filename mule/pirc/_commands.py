@@ -60,6 +60,10 @@ class WriteTimeout(BridgeError):
     """pi did not take a command from its stdin within `write_timeout`: it no longer reads.
 
     The stream may hold part of a line, so the bridge writes nothing more to it.
+
+    Attributes:
+        timeout: The write deadline that passed (`write_timeout`), in seconds.
+
     """
 
     def __init__(self, timeout: float) -> None:
@@ -69,7 +73,13 @@ class WriteTimeout(BridgeError):
 
 @final
 class CommandFailed(BridgeError):
-    """pi answered a command with `success: false`; `error` is pi's text."""
+    """pi answered a command with `success: false`; `error` is pi's text.
+
+    Attributes:
+        command: The command's type (`prompt`, `set_model`, ...).
+        error: pi's error text.
+
+    """
 
     def __init__(self, command: str, error: str) -> None:
         self.command = command
@@ -79,7 +89,13 @@ class CommandFailed(BridgeError):
 
 @final
 class CommandTimeout(BridgeError):
-    """No response to a command within its timeout."""
+    """No response to a command within its timeout.
+
+    Attributes:
+        command: The command's type.
+        timeout: The wait that passed, in seconds.
+
+    """
 
     def __init__(self, command: str, timeout: float) -> None:
         self.command = command
@@ -89,7 +105,12 @@ class CommandTimeout(BridgeError):
 
 @final
 class ProcessExited(BridgeError):
-    """The pi process is gone (or never started); `returncode` is its exit status if known."""
+    """The pi process is gone (or never started); `returncode` is its exit status if known.
+
+    Attributes:
+        returncode: pi's exit status (negative: killed by that signal); None if unknown.
+
+    """
 
     def __init__(self, message: str, returncode: int | None = None) -> None:
         self.returncode = returncode
@@ -98,7 +119,12 @@ class ProcessExited(BridgeError):
 
 @final
 class JobTimeout(BridgeError):
-    """A job ran past its timeout; the bridge aborted it and stopped pi."""
+    """A job ran past its timeout; the bridge aborted it and stopped pi.
+
+    Attributes:
+        timeout: The job's limit that passed, in seconds.
+
+    """
 
     def __init__(self, timeout: float) -> None:
         self.timeout = timeout

@@ -56,6 +56,10 @@ class LineFramer:
     >>> f = LineFramer(1024)
     >>> f.feed(b'{"a":1}\r\n{"b"') + f.feed(b':2}\n')
     [b'{"a":1}', b'{"b":2}']
+
+    Attributes:
+        stats: The framer's live counters.
+
     """
 
     def __init__(self, max_line_bytes: int, stats: FrameStats | None = None) -> None:
@@ -135,7 +139,12 @@ _DEPTH_TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*"|[\[\]{}]')
 
 @final
 class LineError(BridgeError, ValueError):
-    """A record that is not a JSON object mule will decode; `problem` says why."""
+    """A record that is not a JSON object mule will decode; `problem` says why.
+
+    Attributes:
+        problem: `"json"` (not JSON or not UTF-8), `"not_object"` or `"too_deep"`.
+
+    """
 
     def __init__(self, problem: LineProblem, detail: str) -> None:
         self.problem: LineProblem = problem

@@ -20,6 +20,15 @@ class Job:
 
     `stop` shuts the bridge's pi down (a job that times out or is cancelled takes pi with it);
     `timeout` is the default limit of `wait`.
+
+    Attributes:
+        run: The job's run identity (its events carry it).
+        done: Set once the job ended and its result is known.
+        changed: Set, then replaced, at every change of `state` (wait on the current one).
+        state: The job's state machine state (waiting, running, settling, retrying, compacting,
+            done).
+        prompt_id: The id of the `prompt` command that started it; None until it is sent.
+
     """
 
     def __init__(

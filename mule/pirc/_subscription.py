@@ -14,7 +14,12 @@ from mule.pirc._mapper import is_droppable
 
 @final
 class Subscription:
-    """A consumer's bounded view of the bridge's events (see `Bridge.subscribe`)."""
+    """A consumer's bounded view of the bridge's events (see `Bridge.subscribe`).
+
+    Attributes:
+        run: The run whose events it receives; None: every event.
+
+    """
 
     def __init__(
         self, subscribers: Subscribers, buffer: EventBuffer[BridgeEvent], run: MuleIdentity | None

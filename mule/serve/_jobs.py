@@ -101,7 +101,29 @@ def job_config(base: BridgeConfig, overrides: Mapping[str, Any]) -> BridgeConfig
 
 @final
 class ServerJob:
-    """One prompt on its own pi: status, result, the lifecycle history and subscribed clients."""
+    """One prompt on its own pi: status, result, the lifecycle history and subscribed clients.
+
+    Attributes:
+        id: The job's id, as in `/jobs/{id}`.
+        prompt: The prompt the job was started with.
+        config: The job's bridge config (the server's, with the request's overrides).
+        owner: The principal that created it (the server token's, or a client token's).
+        granted: Other principals that may watch, answer and cancel it.
+        status: `starting`, `running`, `completed`, `failed` or `cancelled`.
+        created: When the job was created, in seconds since the epoch.
+        ended: When it ended, in seconds since the epoch; None while it runs.
+        result: How its prompt ended (the last `agent_end`); None until then.
+        error: Why it failed or was cancelled, if it did.
+        pid: Its pi child's process id, once started.
+        returncode: Its pi child's exit code, once it exited.
+        cancel_requested: Whether a client asked to cancel it.
+        done: Set once the job ended and its pi was reaped.
+        slow_disconnects: Clients dropped as too slow while watching it.
+        bridge: The bridge to its pi once started; None before.
+        scope: The cancel scope the job runs in (cancelling it stops the job).
+        pending_ui: Extension dialogs waiting for an answer, by request id.
+
+    """
 
     def __init__(self, job_id: str, prompt: str, config: BridgeConfig, owner: str = OWNER) -> None:
         self.id = job_id
@@ -233,7 +255,12 @@ def _new_id() -> str:
 
 @final
 class JobManager:
-    """Starts, tracks, cancels and reaps jobs inside one task group (the app's lifespan)."""
+    """Starts, tracks, cancels and reaps jobs inside one task group (the app's lifespan).
+
+    Attributes:
+        config: The server's config (every job starts from its bridge config).
+
+    """
 
     def __init__(self, config: ServerConfig) -> None:
         self.config = config

@@ -49,7 +49,15 @@ class ClientStats:
 
 @final
 class ClientQueue:
-    """One client's outgoing frames: priority frames first, then live frames under the policy."""
+    """One client's outgoing frames: priority frames first, then live frames under the policy.
+
+    Attributes:
+        capacity: The most frames queued.
+        max_bytes: The most bytes queued.
+        stats: The client's counters: frames sent, coalesced, dropped, the deepest queue.
+        overflow: Why the client was dropped as too slow; None while it keeps up.
+
+    """
 
     def __init__(
         self,

@@ -71,7 +71,16 @@ class CrashChildError(RuntimeError):
 
 
 class CrashLab:
-    """Runs crash cases against one owner factory; use as a context manager (starts a zygote)."""
+    """Runs crash cases against one owner factory; use as a context manager (starts a zygote).
+
+    Attributes:
+        factory_spec: The owner factory as given (`"module:function"`), for the child processes.
+        factory: The loaded factory: store path -> transcript owner.
+        workdir: Where each case gets its own directory (store and side-effect file).
+        timeout_s: Seconds to wait for a child to connect or to announce its next point
+            before the case fails.
+
+    """
 
     def __init__(self, factory: str, workdir: Path, *, timeout_s: float = 30.0) -> None:
         self.factory_spec = factory

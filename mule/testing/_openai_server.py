@@ -57,7 +57,12 @@ def _is_api_path(path: str) -> bool:
 
 @final
 class FakeOpenAI:
-    """The fake server; a context manager (sync or async) that runs it in a background thread."""
+    """The fake server; a context manager (sync or async) that runs it in a background thread.
+
+    Attributes:
+        port: The port the server listens on once started (0 before).
+
+    """
 
     def __init__(
         self, script: Script | None = None, *, port: int = 0, default: dict[str, Any] | None = None

@@ -21,7 +21,15 @@ DEFAULT_MAX_TOKENS: Final = 16384
 
 @final
 class ModelsJsonError(Exception):
-    """A `models.json` file that cannot be used; `where` is the JSON path of the fault."""
+    """A `models.json` file that cannot be used; `where` is the JSON path of the fault.
+
+    Attributes:
+        file: The `models.json` file's path.
+        where: The JSON path of the fault (`providers.local.models.0.id`); None for the
+            whole file.
+        detail: What is wrong there.
+
+    """
 
     def __init__(self, file: str, where: str | None, detail: str) -> None:
         located = f"{where}: {detail}" if where else detail

@@ -50,7 +50,15 @@ UNKNOWN_ERROR: Final = "An unknown error occurred"  # Pi's text for a failed sto
 
 
 class ProviderError(Exception):
-    """A failure after the stream was returned; its text becomes the error message."""
+    """A failure after the stream was returned; its text becomes the error message.
+
+    Attributes:
+        message: The error text the assistant message will carry.
+        diagnostics: Provider diagnostics to attach to that message.
+        error_body: The response body's `error` object, for provider-specific detail; None if
+            there was none.
+
+    """
 
     def __init__(
         self,
