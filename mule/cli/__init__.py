@@ -13,7 +13,6 @@ import urllib.parse
 from collections.abc import Sequence
 from pathlib import Path
 
-from mule import __version__
 from mule.cli._codes import (
     DEFAULT_IDLE_TIMEOUT_S,
     DEFAULT_TOOLS,
@@ -61,6 +60,27 @@ def _seconds(value: str) -> float:
     return seconds
 
 
+class _Version(argparse.Action):
+    """`--version`, reading the package metadata only when asked (importlib.metadata is slow)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS) -> None:
+        super().__init__(
+            option_strings, dest, nargs=0, default=argparse.SUPPRESS, help="show the version"
+        )
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: object,
+        option_string: str | None = None,
+    ) -> None:
+        import mule
+
+        sys.stdout.write(f"mule {mule.__version__}\n")
+        parser.exit()
+
+
 def build_parser(*, defaults: bool = True) -> argparse.ArgumentParser:
     """Return the argument parser of the `mule` command.
 
@@ -73,7 +93,7 @@ def build_parser(*, defaults: bool = True) -> argparse.ArgumentParser:
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--version", action="version", version=f"mule {__version__}")
+    parser.add_argument("--version", action=_Version)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     run = commands.add_parser(
