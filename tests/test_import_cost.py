@@ -48,3 +48,9 @@ def test_they_load_when_first_used() -> None:
     """A tool's validator brings jsonschema, the codec cattrs, `@mule.tool` docstring_parser."""
     loaded = _modules_after(_FIRST_USES)
     assert [name for name in LAZY if name not in loaded] == []
+
+
+def test_the_cli_leaves_them_out_too() -> None:
+    """Every `mule` command imports mule.cli: `--version` reads the metadata only when asked."""
+    loaded = _modules_after("import mule.cli\nmule.cli.build_parser()")
+    assert [name for name in LAZY + NOT_AT_IMPORT if name in loaded] == []
