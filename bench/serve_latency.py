@@ -40,7 +40,7 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import anyio
 import httpx
@@ -193,14 +193,31 @@ def latency_figures(exe: str, deltas: int, interval_us: int, runs: int) -> dict[
 # -- parse rate ----------------------------------------------------------------------------------
 
 
-def record_real_pi(pieces: int, tmp: Path, warm: int = 0) -> tuple[list[bytes], float]:
-    """Return the real pi's stdout lines for one run and its emission rate (lines/s).
+class Recording(NamedTuple):
+    """One measured run of the real pi."""
+
+    lines: list[bytes]  # its stdout lines, from the prompt's response to agent_end
+    rate: float  # message_update lines per second of wall time, first to last
+    cpu_rate: float  # lines per second of pi's own CPU time (user + system) over the run
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU time of process `pid` and its reaped children, from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return sum(int(f) for f in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+
+
+def record_real_pi(pieces: int, tmp: Path, warm: int = 0) -> Recording:
+    """Return the real pi's stdout lines for one run and its emission rates.
 
     pi streams a `pieces`-token answer from the fake OpenAI server, which sends it with no delay:
     how fast pi writes the lines is then up to pi alone. The rate is over its `message_update`
     lines, first to last (the start holds the model request). `warm` prompts go first in the
     same process and are not measured: a long-lived pi (`mule serve` keeps one per job) has its
     JIT warm, and a warm pi is the faster one, the harder target.
+
+    The CPU rate is how fast pi would write with a core to itself; unlike the wall rate it
+    hardly moves with machine load (on 2 shared cores the wall rate varied 5x between runs).
     """
     text = "".join(f"tok{i} " for i in range(pieces))
     with FakeOpenAI() as fake:
@@ -232,23 +249,26 @@ def record_real_pi(pieces: int, tmp: Path, warm: int = 0) -> tuple[list[bytes], 
                 assert proc.stdout is not None
                 lines: list[bytes] = []
                 stamps: list[float] = []
+                cpu = 0.0
                 for n in range(warm + 1):  # the last run is the one kept
                     prompt = {"type": "prompt", "id": f"bench-{n + 1}", "message": "go"}
                     proc.stdin.write(json.dumps(prompt).encode() + b"\n")
                     proc.stdin.flush()
                     lines, stamps = [], []
+                    cpu = _cpu_seconds(proc.pid)
                     for raw in proc.stdout:
                         stamps.append(time.perf_counter())
                         lines.append(raw.rstrip(b"\n"))
                         if raw.startswith(b'{"type":"agent_end"'):
                             break
+                    cpu = _cpu_seconds(proc.pid) - cpu
                 proc.stdin.close()
                 proc.wait(30)
         finally:
             shutil.rmtree(agent, ignore_errors=True)
     updates = [t for t, line in zip(stamps, lines, strict=True) if b'"message_update"' in line]
     rate = (len(updates) - 1) / (updates[-1] - updates[0])
-    return lines, rate
+    return Recording(lines, rate, len(lines) / cpu if cpu > 0 else float("inf"))
 
 
 def json_floor(lines: list[bytes], repeat: int) -> float:
@@ -262,17 +282,26 @@ def json_floor(lines: list[bytes], repeat: int) -> float:
     return statistics.median(rates)
 
 
-def parse_rate(lines: list[bytes], repeat: int) -> tuple[float, int]:
+class ParseRate(NamedTuple):
+    """The bridge's parsing of one recording."""
+
+    rate: float  # lines per second of wall time (median)
+    cpu_rate: float  # lines per second of CPU time (median)
+    events: int  # bridge events made
+
+
+def parse_rate(lines: list[bytes], repeat: int) -> ParseRate:
     """Lines per second through the bridge's parsing (framer, JSON, mapper); median of `repeat`.
 
     Every line counts, lifecycle ones too (`agent_end` holds the whole conversation): the
     bridge parses them all, so this is per line of pi's, as pi's rate is.
     """
     data = b"\n".join(lines) + b"\n"
-    rates, events = [], 0
+    rates, cpu_rates, events = [], [], 0
     for _ in range(repeat):
         framer, mapper = LineFramer(DEFAULT_MAX_LINE_BYTES), EventMapper()
         mapper.begin()
+        cpu = time.process_time()
         start = time.perf_counter()
         n = 0
         for line in framer.feed(data):
@@ -280,8 +309,9 @@ def parse_rate(lines: list[bytes], repeat: int) -> tuple[float, int]:
             if record is not None and record.get("type") != "response":
                 n += len(mapper.map(record))
         rates.append(len(lines) / (time.perf_counter() - start))
+        cpu_rates.append(len(lines) / max(time.process_time() - cpu, 1e-9))
         events = n
-    return statistics.median(rates), events
+    return ParseRate(statistics.median(rates), statistics.median(cpu_rates), events)
 
 
 def parse_figures(pieces: int, tmp: Path, rounds: int, repeat: int, warm: int) -> dict[str, Any]:
@@ -291,16 +321,22 @@ def parse_figures(pieces: int, tmp: Path, rounds: int, repeat: int, warm: int) -
     back, so a change of machine load hits both sides alike; the figures are medians over the
     rounds (and the lowest ratio, the round least kind to the bridge).
     """
-    pi, bridge, floor, ratios = [], [], [], []
+    pi, bridge, floor, ratios, cpu_ratios = [], [], [], [], []
+    pi_cpu, bridge_cpu = [], []
     lines: list[bytes] = []
     events = 0
     for _ in range(rounds):
-        lines, emitted = record_real_pi(pieces, tmp, warm)
-        parsed, events = parse_rate(lines, repeat)
-        pi.append(emitted)
-        bridge.append(parsed)
+        rec = record_real_pi(pieces, tmp, warm)
+        lines = rec.lines
+        parsed = parse_rate(lines, repeat)
+        events = parsed.events
+        pi.append(rec.rate)
+        bridge.append(parsed.rate)
+        pi_cpu.append(rec.cpu_rate)
+        bridge_cpu.append(parsed.cpu_rate)
         floor.append(json_floor(lines, repeat))
-        ratios.append(parsed / emitted)
+        ratios.append(parsed.rate / rec.rate)
+        cpu_ratios.append(parsed.cpu_rate / rec.cpu_rate)
     return {
         "pieces": pieces,
         "lines": len(lines),
@@ -312,6 +348,10 @@ def parse_figures(pieces: int, tmp: Path, rounds: int, repeat: int, warm: int) -
         "json_lines_per_s": statistics.median(floor),
         "ratio": statistics.median(ratios),
         "ratio_min": min(ratios),
+        "pi_lines_per_cpu_s": statistics.median(pi_cpu),
+        "bridge_lines_per_cpu_s": statistics.median(bridge_cpu),
+        "cpu_ratio": statistics.median(cpu_ratios),
+        "cpu_ratio_min": min(cpu_ratios),
     }
 
 
@@ -373,6 +413,16 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                 f"{r['pieces']:>15}{r['bytes_per_line']:>15,.0f}{r['pi_lines_per_s']:>15,.0f}"
                 f"{r['bridge_lines_per_s']:>15,.0f}{r['json_lines_per_s']:>15,.0f}"
                 f"{r['ratio']:>15.1f}{r['ratio_min']:>15.1f}"
+            )
+            print(row)
+        print("per CPU second (each side's own CPU time: what it does with a core to itself)")
+        head2 = ("tokens", "pi lines/cpu-s", "bridge", "x pi", "min")
+        print("".join(f"{h:>15}" for h in head2))
+        for r in report["parse"]:
+            row = (
+                f"{r['pieces']:>15}{r['pi_lines_per_cpu_s']:>15,.0f}"
+                f"{r['bridge_lines_per_cpu_s']:>15,.0f}{r['cpu_ratio']:>15.1f}"
+                f"{r['cpu_ratio_min']:>15.1f}"
             )
             print(row)
         print("(target: >= 10x pi; json.loads alone on the same lines for comparison)")
