@@ -115,6 +115,7 @@ class Bridge(JobCommands):
         self._dialogs = Dialogs(config.ui_timeout, self._count_ui_timeout)
         self._prompt_jobs: dict[str, Job] = {}  # fresh prompts sent and not yet answered
         self._stale_prompts: set[str] = set()  # prompts whose caller gave up waiting
+        self._retry_aborts: dict[str, Job | None] = {}  # abort_retry id -> job in its backoff
         self._stopping = False
         self._exiting = False
         self._exit_reason: str | None = None
@@ -281,6 +282,12 @@ class Bridge(JobCommands):
             return
         if r.id is not None and r.id in self._queued and r.success:
             await self._on_queued(r.id, r.command)
+        if r.id is not None and r.id in self._retry_aborts:
+            # Read in stdout order: pi answered while this job was (for all it wrote) in its
+            # backoff, so the backoff's end, cancelled or not, is on its way.
+            job = self._job
+            in_backoff = job is not None and job.state.phase == "retrying"
+            self._retry_aborts[r.id] = job if in_backoff else None
         if r.id is not None and r.id in self._stale_prompts:
             # A prompt answered after its caller gave up: its run is nobody's job but its own.
             self._stale_prompts.discard(r.id)

@@ -10,7 +10,7 @@ announced another attempt, the prompt is finished. No timers, no guessing.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal, TypeAlias, final
+from typing import Any, Final, Literal, TypeAlias, final
 
 from attrs import evolve, frozen
 
@@ -19,6 +19,11 @@ from mule.pi import AssistantMessage
 from mule.pirc._events import AgentEnd, BridgeEvent, PiMessage
 
 Phase: TypeAlias = Literal["waiting", "running", "settling", "retrying", "compacting", "done"]
+
+# pi's `auto_retry_end.finalError` when its backoff was cancelled (`abort_retry`, or `abort`,
+# which calls it). pi writes it from that path only (agent-session.js, `_handleRetryableError`),
+# and never as a provider's error: those it retries match its retryable pattern, this does not.
+RETRY_CANCELLED: Final = "Retry cancelled"
 
 
 # Inputs: what the reader saw, in stdout order.
@@ -194,8 +199,12 @@ def step(state: JobState, event: JobInput) -> tuple[JobState, tuple[JobAction, .
         case RetryEnded(success=ok, final_error=err):
             if ok:
                 return state, ()
-            failed = evolve(state, retry_error=err)
-            return _finish(failed) if phase in ("retrying", "settling") else (failed, ())
+            if phase not in ("retrying", "settling"):
+                return evolve(state, retry_error=err), ()
+            # A cancelled backoff ends the job cancelled, whatever the host saw when it asked:
+            # pi may read `abort_retry` in a backoff whose start the bridge has not read yet.
+            cancelled = state.aborted or err == RETRY_CANCELLED
+            return _finish(evolve(state, retry_error=err, aborted=cancelled))
         case CompactionStarted():
             return (evolve(state, phase="compacting"), ()) if phase == "settling" else (state, ())
         case CompactionEnded(will_retry=again):
@@ -234,6 +243,7 @@ def job_input(
 
 
 __all__ = [
+    "RETRY_CANCELLED",
     "AbortRequested",
     "Accepted",
     "AgentEnded",

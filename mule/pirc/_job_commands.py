@@ -34,6 +34,7 @@ class JobCommands(SessionCommands):
     _queued: dict[str, Job | None]
     _prompt_jobs: dict[str, Job]
     _stale_prompts: set[str]
+    _retry_aborts: dict[str, Job | None]
 
     def _new_job(self, fresh: bool = False) -> Job:
         raise NotImplementedError
@@ -171,18 +172,30 @@ class JobCommands(SessionCommands):
             raise CommandTimeout("abort", limit)
 
     async def abort_retry(self) -> None:
-        """Cancel a pending auto-retry; a job waiting to retry ends `cancelled` first."""
+        """Cancel a pending auto-retry; return once pi has answered and the job left its backoff.
+
+        pi decides when it reads the command, which may be in a backoff whose start the bridge
+        has not read yet (or after the backoff, as the retry starts). Where pi's answer falls
+        in stdout says which: a backoff pi cancelled ends its job `cancelled` (pi's
+        `auto_retry_end{finalError:"Retry cancelled"}`, before or after the answer), and this
+        call returns once that job has ended; a retry pi had already begun runs on. Outside a
+        backoff it is pi's no-op. Raises `CommandTimeout` past `command_timeout`.
+        """
         limit = self.config.command_timeout
-        job = self._job
-        retrying = job is not None and not job.done.is_set() and job.state.phase == "retrying"
-        if job is None or not retrying:
-            await self._command("abort_retry", {}, limit)
-            return
+        cid = new_id()
+        self._retry_aborts[cid] = None
         with anyio.move_on_after(limit) as scope:
-            await self._feed(job, AbortRequested())
-            await self._command("abort_retry", {}, limit)
-            await job.done.wait()
-        if scope.cancelled_caught and not job.done.is_set():
+            try:
+                await self._command("abort_retry", {}, limit, cid=cid)
+                job = self._retry_aborts[cid]  # the job in its backoff at pi's answer, if any
+            finally:
+                self._retry_aborts.pop(cid, None)
+            if job is not None:
+                while job.state.phase == "retrying":
+                    await job.changed.wait()
+                if job.state.phase == "done":
+                    await job.done.wait()
+        if scope.cancelled_caught:
             raise CommandTimeout("abort_retry", limit)
 
 
