@@ -8,6 +8,7 @@ dialog case, which needs a live pi, is in test_serve_live.py.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -28,6 +29,7 @@ from websockets.typing import Origin
 
 from mule.pirc import BridgeConfig
 from mule.serve import CLOSE_UNAUTHORIZED, ServerConfig
+from mule.serve._auth import MAX_BODY_BYTES
 from tests.serve.fixtures import (
     TOKEN,
     ServerThread,
@@ -153,6 +155,42 @@ def test_deep_or_binary_frames_get_an_error_frame_and_the_socket_lives(
         _, closed = drain_until_closed(ws, timeout=10)
         assert closed.rcvd is not None
         assert closed.rcvd.code == CLOSE_UNAUTHORIZED
+
+
+def frame_header(length: int) -> bytes:
+    """Return a masked text frame header announcing `length` payload bytes (64-bit length)."""
+    return bytes([0x81, 0x80 | 127]) + length.to_bytes(8, "big") + b"\x00\x00\x00\x00"
+
+
+@pytest.mark.parametrize("authed", [True, False], ids=["authed", "before-auth"])
+def test_an_oversized_frame_is_refused_from_its_header(server: ServerThread, authed: bool) -> None:
+    """A frame announcing 8 MB gets close code 1009 after 64 KB of it, before auth too.
+
+    With uvicorn's default bound (16 MB) the server would wait for the 8 MB to arrive and
+    buffer it, and only then would mule refuse it: this socket would stay open.
+    """
+    with contextlib.ExitStack() as stack:
+        ws = stack.enter_context(
+            authed_ws(server, compression=None) if authed else server.ws(compression=None)
+        )
+        ws.socket.sendall(frame_header(8 << 20) + b"x" * (64 << 10))  # the rest never comes
+        _, closed = drain_until_closed(ws, timeout=10)
+    assert closed.rcvd is not None
+    assert closed.rcvd.code == 1009  # "message too big", from the protocol layer
+
+
+def test_a_message_over_mules_bound_is_refused_whole_or_in_fragments(
+    server: ServerThread,
+) -> None:
+    """Just under `MAX_BODY_BYTES` reaches mule (a pong); just over it, even in fragments, 1009."""
+    ping = json.dumps({"type": "ping", "pad": ""})
+    with authed_ws(server, compression=None) as ws:
+        ws.send(ping[:-2] + "x" * (MAX_BODY_BYTES - len(ping)) + '"}')  # exactly the bound
+        assert recv(ws) == {"type": "pong"}
+        ws.send(iter(["x" * (MAX_BODY_BYTES // 2)] * 2 + ["x"]))  # three fragments, bound + 1
+        _, closed = drain_until_closed(ws, timeout=10)
+    assert closed.rcvd is not None
+    assert closed.rcvd.code == 1009
 
 
 # -- the Origin check ----------------------------------------------------------------------------

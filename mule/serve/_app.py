@@ -7,7 +7,7 @@ import logging
 import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
-from typing import Any, Final, final
+from typing import TYPE_CHECKING, Any, Final, final
 
 from attrs import field, frozen
 from starlette.applications import Starlette
@@ -33,6 +33,9 @@ from mule.serve._auth import (
 from mule.serve._connection import websocket_endpoint
 from mule.serve._env import TOKEN_ENV
 from mule.serve._jobs import JobManager, JobRequestError, ServerJob, TooManyJobs
+
+if TYPE_CHECKING:
+    import uvicorn
 
 log = logging.getLogger("mule.serve")
 
@@ -279,6 +282,26 @@ def url_of(sock: socket.socket, token: str | None = None) -> str:
     return f"http://{shown}:{port}/" + (f"#token={token}" if token else "")
 
 
+def uvicorn_config(app: Starlette, log_level: str = "info") -> uvicorn.Config:
+    """Return the uvicorn settings `serve` runs `app` with (the tests' server uses them too).
+
+    A WebSocket message larger than mule accepts (`MAX_BODY_BYTES`) is refused by the protocol
+    layer, from its frame header: close code 1009, before its payload is read (uvicorn's
+    default would buffer up to 16 MB for mule to refuse at 1 MB).
+    """
+    with needs_extra("server", "mule serve"):
+        import uvicorn
+
+    return uvicorn.Config(
+        app,
+        ws="websockets-sansio",
+        ws_max_size=MAX_BODY_BYTES,
+        lifespan="on",
+        log_level=log_level,
+        timeout_graceful_shutdown=30,
+    )
+
+
 def serve(config: ServerConfig, sock: socket.socket | None = None) -> None:
     """Serve until interrupted (uvicorn, asyncio) on `sock`, else on `config.host:port`."""
     with needs_extra("server", "mule serve"):
@@ -287,14 +310,7 @@ def serve(config: ServerConfig, sock: socket.socket | None = None) -> None:
     if not is_loopback(config.host) and not config.allow_remote:
         raise ValueError(f"refusing to bind to non-loopback address {config.host!r}")
     sock = sock or bind_socket(config.host, config.port)
-    uv = uvicorn.Config(
-        create_app(config),
-        ws="websockets-sansio",
-        lifespan="on",
-        log_level="info",
-        timeout_graceful_shutdown=30,
-    )
-    uvicorn.Server(uv).run(sockets=[sock])
+    uvicorn.Server(uvicorn_config(create_app(config))).run(sockets=[sock])
 
 
 __all__ = [
@@ -306,4 +322,5 @@ __all__ = [
     "is_loopback",
     "serve",
     "url_of",
+    "uvicorn_config",
 ]

@@ -16,7 +16,7 @@ from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import ClientConnection, connect
 
 from mule.serve import ServerConfig, create_app
-from mule.serve._app import bind_socket
+from mule.serve._app import bind_socket, uvicorn_config
 
 TOKEN = "test-token-0123456789abcdef"
 Frame = dict[str, Any]
@@ -27,12 +27,12 @@ class ServerThread:
 
     def __init__(self, config: ServerConfig) -> None:
         self.config = config
-        self.app = create_app(config)
         self.sock = bind_socket("127.0.0.1", 0)
         self.port: int = self.sock.getsockname()[1]
         self.base_url = f"http://127.0.0.1:{self.port}"
         self.ws_url = f"ws://127.0.0.1:{self.port}/ws"
-        uv = uvicorn.Config(self.app, ws="websockets-sansio", lifespan="on", log_level="warning")
+        self.app = create_app(config)
+        uv = uvicorn_config(self.app, log_level="warning")  # the settings `mule serve` uses
         self.server = uvicorn.Server(uv)
         self.thread = threading.Thread(target=self.server.run, args=([self.sock],), daemon=True)
 
