@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
-from typing import final
+from collections.abc import Callable
+from typing import Any, final
 
+import anyio.lowlevel
 from dbos import DBOS, DBOSClient
 
 from mule.dbos._observe import ListenerFactory
 from mule.dbos._store import PgStore, now_ms
+
+Post = Callable[..., Any]  # an event loop's call-soon-from-another-thread
 
 
 @final
@@ -31,31 +36,49 @@ class Runtime:
         self.cancel_poll_s = cancel_poll_s
         self.client: DBOSClient | None = None
         # One poller for every run in flight (a query per run every poll took a database
-        # round trip per run: 500 queries/s at 100 runs, most of a worker's time).
+        # round trip per run: 500 queries/s at 100 runs, most of a worker's time), and one
+        # flush timer: a timer task per run woke the loop 25 times a second per run.
         self._watch_lock = threading.Lock()
-        self._watched: set[str] = set()
-        self._cancelled: set[str] = set()
-        self._poller: threading.Thread | None = None
+        self._watched: dict[str, tuple[Post, Callable[[], None]]] = {}
+        self._flushed: dict[object, tuple[Post, Callable[[], None]]] = {}
+        self._threads: list[threading.Thread] = []
 
-    def watch(self, run_id: str) -> None:
-        """Start noticing the run's cancellation through DBOS (see `cancelled`)."""
+    def _start_threads(self) -> None:
+        if not self._threads:  # under _watch_lock
+            for target, name in ((self._poll, "mule-cancel-poll"), (self._tick, "mule-flush")):
+                thread = threading.Thread(target=target, name=name, daemon=True)
+                thread.start()
+                self._threads.append(thread)
+
+    def watch(self, run_id: str, post: Post, on_cancel: Callable[[], None]) -> None:
+        """Call `on_cancel` through `post` (on the run's loop) once DBOS marks the run cancelled."""
         with self._watch_lock:
-            self._watched.add(run_id)
-            if self._poller is None:
-                self._poller = threading.Thread(
-                    target=self._poll, name="mule-cancel-poll", daemon=True
-                )
-                self._poller.start()
+            self._watched[run_id] = (post, on_cancel)
+            self._start_threads()
 
     def unwatch(self, run_id: str) -> None:
         """Stop watching the run."""
         with self._watch_lock:
-            self._watched.discard(run_id)
-            self._cancelled.discard(run_id)
+            self._watched.pop(run_id, None)
 
-    def cancelled(self, run_id: str) -> bool:
-        """Whether DBOS marked the watched run cancelled (as of the last poll)."""
-        return run_id in self._cancelled
+    def flush_every(self, key: object, post: Post, flush: Callable[[], None]) -> None:
+        """Call `flush` through `post` every `store.flush_ms` until `unflush(key)`."""
+        with self._watch_lock:
+            self._flushed[key] = (post, flush)
+            self._start_threads()
+
+    def unflush(self, key: object) -> None:
+        """Stop flushing for `key`."""
+        with self._watch_lock:
+            self._flushed.pop(key, None)
+
+    def _tick(self) -> None:
+        """Every `store.flush_ms`: one call per event loop flushes every run's buffered events."""
+        while True:
+            time.sleep(self.store.flush_ms / 1000)
+            with self._watch_lock:
+                due = list(self._flushed.values())
+            _post_all(due)
 
     def _poll(self) -> None:
         """Every `cancel_poll_s`: which watched runs DBOS marked cancelled, in one query."""
@@ -75,9 +98,33 @@ class Runtime:
                 DBOS.logger.warning(f"mule cancel poll failed: {exc}")
                 continue
             with self._watch_lock:
-                self._cancelled.update(
-                    w.workflow_id for w in found if w.workflow_id in self._watched
-                )
+                due = [self._watched.pop(w.workflow_id, None) for w in found]
+            _post_all([d for d in due if d is not None])
+
+
+def _post_all(calls: list[tuple[Post, Callable[[], None]]]) -> None:
+    """Run the calls on their event loops: one hand-over per loop."""
+    by_loop: dict[Post, list[Callable[[], None]]] = {}
+    for post, fn in calls:
+        by_loop.setdefault(post, []).append(fn)
+    for post, fns in by_loop.items():
+        with contextlib.suppress(RuntimeError):  # that loop has ended
+            post(_call_each, fns)
+
+
+def _call_each(fns: list[Callable[[], None]]) -> None:
+    for fn in fns:
+        try:
+            fn()
+        except Exception as exc:  # one run's failure is not the others'
+            DBOS.logger.warning(f"mule: a timer call failed: {exc}")
+
+
+def loop_post() -> Post:
+    """Return the running event loop's call-soon-from-any-thread (asyncio or trio)."""
+    native = anyio.lowlevel.current_token().native_token
+    post: Post | None = getattr(native, "call_soon_threadsafe", None)
+    return post if post is not None else native.run_sync_soon  # type: ignore[attr-defined]
 
 
 @final
@@ -147,4 +194,4 @@ class Worker:
         DBOS.destroy(workflow_completion_timeout_sec=0)
 
 
-__all__ = ["Runtime", "Worker"]
+__all__ = ["Post", "Runtime", "Worker", "loop_post"]

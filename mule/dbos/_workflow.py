@@ -39,7 +39,7 @@ from returns.result import Failure
 import mule.promise as promise
 from mule.dbos._observe import DurableRun, ListenerFactory, both
 from mule.dbos._store import StepRecord, StoreError
-from mule.dbos._worker import Runtime, Worker
+from mule.dbos._worker import Runtime, Worker, loop_post
 from mule.effects import (
     INTERRUPTED_UNSAFE,
     MessageEnd,
@@ -294,23 +294,6 @@ class _Durable:
             except Exception as exc:  # the run goes on; only its metadata is missing
                 DBOS.logger.warning(f"mule: could not keep {key!r} of run {self.run_id}: {exc}")
 
-    async def watch_cancel(self, controller: AbortController) -> None:
-        """Abort the run once DBOS marks the workflow cancelled (from any process).
-
-        The worker's one poller asks DBOS through a client (a DBOS call made in workflow code
-        would be recorded as a step); this task only looks at its answer.
-        """
-        rt = self.rt
-        rt.watch(self.run_id)
-        try:
-            while True:
-                await anyio.sleep(rt.cancel_poll_s)
-                if rt.cancelled(self.run_id):
-                    controller.abort(AbortError("the run was cancelled through DBOS"))
-                    return
-        finally:
-            rt.unwatch(self.run_id)
-
 
 @DBOS.workflow(name=WORKFLOW_NAME)
 async def _mule_workflow(agent: str, run_id: str) -> dict[str, Any]:
@@ -341,9 +324,17 @@ async def _mule_workflow(agent: str, run_id: str) -> dict[str, Any]:
             )
             if extra is not None:
                 listener = both(listener, extra)
-        tg.start_soon(durable.watch_cancel, controller)
-        tg.start_soon(_flush_every, recorder, rt.store.flush_ms / 1000)
-        result = await run_core(core_input(wrapped, listener), controller.signal)
+        # The worker's threads abort the run once DBOS marks it cancelled (from any process;
+        # a DBOS call in workflow code would be recorded as a step), and flush its buffered
+        # events while it waits on something slow (a tool, a model).
+        post = loop_post()
+        rt.watch(run_id, post, lambda: controller.abort(_cancelled()))
+        rt.flush_every(recorder, post, recorder.flush)
+        try:
+            result = await run_core(core_input(wrapped, listener), controller.signal)
+        finally:
+            rt.unwatch(run_id)
+            rt.unflush(recorder)
         tg.cancel_scope.cancel()
     if isinstance(result, Failure):
         error = result.failure()
@@ -376,12 +367,8 @@ def _open_execution(
     return store.base(run_id), store.steps(run_id), recorder, meta
 
 
-async def _flush_every(listener: Any, seconds: float) -> None:
-    """Write buffered events while the run waits on something slow (a tool, a model)."""
-    while True:
-        await anyio.sleep(seconds)
-        if listener.buffer:
-            listener.flush()  # on the loop's thread, between two events: never mid-write
+def _cancelled() -> AbortError:
+    return AbortError("the run was cancelled through DBOS")
 
 
 async def _aclose(it: object) -> None:
