@@ -280,16 +280,9 @@ class PgStore:
         self.lock = threading.RLock()  # one connection, shared by a worker's tasks and threads
         self.db = connect(url)
         s = sql.Identifier(schema)
-        self.q_insert = sql.SQL(
-            "INSERT INTO {}.events(run_id, segment, key, type, body) VALUES (%s, %s, %s, %s, %s)"
-            " ON CONFLICT (run_id, segment, key) WHERE key IS NOT NULL DO NOTHING"
-        ).format(s)
         self.q_write = sql.SQL(_WRITE).format(s=s)
         self.q_output = sql.SQL(
             "SELECT output FROM {}.steps WHERE run_id = %s AND step = %s"
-        ).format(s)
-        self.q_status = sql.SQL(
-            "UPDATE {}.runs SET status = %s, updated_ms = %s WHERE run_id = %s"
         ).format(s)
         self.s = s
         self._writer = CommitWriter(self._write_rows, StoreError, 60.0, "mule-pgstore")
