@@ -12,6 +12,7 @@ from bench import true_floor
 from bench._floor import run_floor
 from bench._mule_side import run_effects, run_promise
 from bench._workload import Mismatch, Record, Workload, backend, check, expected
+from bench.spy_breakdown import report
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -77,3 +78,24 @@ def test_the_cli_quick_mode_prints_the_table() -> None:
     for row in ("S1 mule.run (x floor)", "S2 peak RSS mule.run (MB)", "import mule (ms)"):
         assert row in out, out
     assert "first run after import, mule.effects.run (ms)" in out
+
+
+def test_the_layer_breakdown_gives_each_sample_to_its_innermost_layer(tmp_path: Path) -> None:
+    raw = tmp_path / "raw.txt"
+    loop = "<module> (x.py:1);Handle._run (asyncio/events.py:80)"
+    drive = f"{loop};Interpreter.drive (mule/effects/_interpret.py:195)"
+    raw.write_text(
+        f"{drive};step (mule/effects/_transition.py:120) 3\n"
+        f"{drive};AssistantMessageEventStream.__anext__ (mule/pi/_stream.py:101)"
+        ";_guard (bench/_mule_side.py:99) 1\n"
+        f"{drive} 2\n"
+        f"{loop} 2\n"
+        f"{loop};<module> (mule/__init__.py:1) 5\n"  # an import: left out
+    )
+    got = dict(report(str(raw)))
+    assert got == {
+        "machine (step, stream_update)": 3 / 8,
+        "model stream (the bench's provider-shaped generator)": 1 / 8,
+        "interpreter (drive, perform)": 2 / 8,
+        "event loop and the rest": 2 / 8,
+    }

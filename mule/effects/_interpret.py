@@ -130,6 +130,31 @@ class _ToolRun:
 class Interpreter:
     """Runs one run's commands; holds the live resources the pure state only names."""
 
+    __slots__ = (
+        "attempt",
+        "cfg",
+        "deadline",
+        "detach_attempt",
+        "ended",
+        "final",
+        "idle_s",
+        "inbox",
+        "inbox_send",
+        "last_event",
+        "listener",
+        "names",
+        "ports",
+        "prepared",
+        "retry_after_ms",
+        "run",
+        "signal",
+        "state",
+        "stream",
+        "stream_fn",
+        "tg",
+        "tools",
+    )
+
     def __init__(
         self,
         cfg: RunConfig,
