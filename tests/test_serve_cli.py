@@ -15,7 +15,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -166,3 +166,78 @@ def test_a_jobs_pi_never_sees_the_token_or_unlisted_secrets(tmp_path: Path) -> N
     assert TOKEN not in shown
     assert "MULE_SERVE_TOKEN" not in shown
     assert "not-for-pi" not in shown
+
+
+def gone(pid: int) -> bool:
+    """Whether `pid` has exited and been reaped (by `mule serve`, its parent)."""
+    return not os.path.exists(f"/proc/{pid}")
+
+
+def test_delete_and_ctrl_c_are_prompt_and_reap_pi() -> None:
+    """DELETE a job while its pi starts or streams, then Ctrl-C with a job running: prompt.
+
+    A job's pi takes seconds to start on a busy machine; stop() used to wait for it to answer
+    an abort (2 s) and to read its stdin's EOF (5 s), then sent SIGTERM (5 s more). The bounds
+    here are generous (the measured figures are far below, see the issue's closing note).
+    """
+    with FakeOpenAI() as fake:
+        fake.set_default(chat_text("slow " * 100, pieces=100, delay_ms=200))  # about 20 s
+        fake.push(chat_text("quick answer", pieces=2))
+        argv = ["mule", "serve", "--model", "local/m", "--base-url", fake.base_url, "--port", "0"]
+        proc = subprocess.Popen(
+            argv,
+            cwd=ROOT,
+            env=user_env(MULE_SERVE_TOKEN=TOKEN),
+            stderr=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            text=True,
+            start_new_session=True,
+        )
+        try:
+            assert proc.stderr is not None
+            while " open http" not in (line := proc.stderr.readline()):
+                assert line, f"mule serve exited ({proc.wait()})"
+            base = line.split(" open ", 1)[1].strip().partition("#")[0].rstrip("/")
+            auth = {"Authorization": f"Bearer {TOKEN}"}
+            with httpx.Client(base_url=base, headers=auth, timeout=60) as h:
+
+                def start(until: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
+                    job_id = h.post("/jobs", json={"prompt": "go"}).json()["id"]
+                    deadline = time.monotonic() + 90
+                    job: dict[str, Any] = {}
+                    while not until(job := h.get(f"/jobs/{job_id}").json()):
+                        assert job["status"] in ("starting", "running"), job
+                        assert time.monotonic() < deadline, job
+                        time.sleep(0.02)
+                    return job
+
+                def delete(job: dict[str, Any]) -> float:
+                    t0 = time.monotonic()
+                    r = h.delete(f"/jobs/{job['id']}")
+                    took = time.monotonic() - t0
+                    print(f"DELETE took {took:.2f} s")
+                    assert (r.status_code, r.json()["status"]) == (200, "cancelled"), r.text
+                    assert gone(job["pid"])
+                    return took
+
+                done = start(lambda j: j["status"] == "completed")
+                assert done["text"] == "quick answer"
+                starting = start(lambda j: j["pid"] is not None)  # pi forked, not up yet
+                assert delete(starting) < 5
+                requests = len(fake.requests)
+                streaming = start(lambda j: len(fake.requests) > requests)  # pi is streaming
+                assert delete(streaming) < 5
+                running = start(lambda j: j["pid"] is not None)
+            t0 = time.monotonic()
+            os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C
+            _, err = proc.communicate(timeout=30)
+            took = time.monotonic() - t0
+            print(f"exit after Ctrl-C took {took:.2f} s")
+            assert took < 5
+            assert proc.returncode == 130, err
+            assert "Traceback" not in err
+            assert gone(running["pid"])
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()

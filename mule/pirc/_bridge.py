@@ -39,6 +39,7 @@ from mule.pirc._dialogs import Dialogs
 from mule.pirc._events import BridgeEvent, ExtensionUIRequest, JobResult
 from mule.pirc._framing import FrameStats, LineFramer, parse_record
 from mule.pirc._job import (
+    AbortRequested,
     Accepted,
     BarrierPassed,
     Finish,
@@ -117,6 +118,7 @@ class Bridge(JobCommands):
         self._stale_prompts: set[str] = set()  # prompts whose caller gave up waiting
         self._retry_aborts: dict[str, Job | None] = {}  # abort_retry id -> job in its backoff
         self._stopping = False
+        self._spoke = False  # pi has written a stdout line: it is up and reads its commands
         self._exiting = False
         self._exit_reason: str | None = None
 
@@ -178,6 +180,9 @@ class Bridge(JobCommands):
     async def stop(self) -> int | None:
         """Shut pi down: abort if running, close stdin, wait, SIGTERM, then SIGKILL.
 
+        A pi that has not written anything yet (still starting) gets SIGTERM at once, with no
+        abort and no wait for its EOF.
+
         Reaps the child and returns its exit code. Bounded whatever pi does (ignores stdin,
         signals or its pipes): at most about `abort_grace + 2 * stop_grace + 2 * KILL_GRACE_S`.
         """
@@ -197,17 +202,28 @@ class Bridge(JobCommands):
     async def _shutdown(self, proc: PiProcess) -> None:
         cfg = self.config
         job = self._job
+        # pi that has not written a line yet is still starting (node loads pi for seconds on a
+        # busy box) or idle: it can answer nothing before it is up, and reads stdin's EOF only
+        # then. SIGTERM ends it at once: node's default before pi's handler is installed, and
+        # pi's own shutdown (the same as on EOF) after.
+        up = self._spoke
         if job is not None and not job.done.is_set():
-            with anyio.move_on_after(cfg.abort_grace):
-                try:
-                    await self.abort(time_limit=cfg.abort_grace)
-                except BridgeError as exc:
-                    log.info("abort during stop failed: %s", exc)
+            if up:
+                with anyio.move_on_after(cfg.abort_grace):
+                    try:
+                        await self.abort(time_limit=cfg.abort_grace)
+                    except BridgeError as exc:
+                        log.info("abort during stop failed: %s", exc)
+            else:  # nothing to abort yet: its end (pi gone) is a cancellation
+                for open_job in list(self._open_jobs):
+                    await self._feed(open_job, AbortRequested())
         with anyio.move_on_after(cfg.stop_grace):
             await proc.close_stdin(cfg.stop_grace)
-            await self.process_done.wait()
+            if up:
+                await self.process_done.wait()
         if not self.process_done.is_set():
-            log.warning("pi did not exit after stdin closed; sending SIGTERM")
+            if up:
+                log.warning("pi did not exit after stdin closed; sending SIGTERM")
             proc.signal(signal.SIGTERM)
             with anyio.move_on_after(cfg.stop_grace):
                 await self.process_done.wait()
@@ -261,6 +277,7 @@ class Bridge(JobCommands):
         self.stats.stderr_lines += 1
 
     async def _handle_line(self, line: bytes) -> None:
+        self._spoke = True
         record = parse_record(line, self.stats.frames, self.config.max_line_depth)
         if record is None:
             return

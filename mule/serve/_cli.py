@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import secrets
@@ -32,6 +33,9 @@ from mule.serve._setup import (
 )
 
 EXIT_USAGE: Final = 2
+_EXIT_INTERRUPTED: Final = (
+    130  # as `mule run`: stopped by Ctrl-C (uvicorn re-raises it once shut down)
+)
 _THINKING: Final = ("off", "minimal", "low", "medium", "high", "xhigh")
 
 
@@ -218,9 +222,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         shown = token if TOKEN_ENV not in os.environ else None
         print(f"mule serve: open {url_of(sock, shown)}", file=sys.stderr, flush=True)
-        with sock:
+        with sock, contextlib.suppress(KeyboardInterrupt):
             serve(config, sock)
-        return 0
+            return 0
+        return _EXIT_INTERRUPTED
     finally:
         if prepared.temp_agent_dir is not None:
             shutil.rmtree(prepared.temp_agent_dir, ignore_errors=True)
