@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
@@ -807,3 +808,8 @@ LoopMachine.TestCase.settings = settings(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
 )
 TestLoopMachine = LoopMachine.TestCase
+
+# 500 examples of 100 steps take about 30 s on a quiet machine but over 300 s (the suite's
+# per-test timeout) on a loaded 2-core one; a timeout mid-example surfaces as a misleading
+# FlakyStrategyDefinition, so this test gets a wider hang guard of its own.
+pytestmark = pytest.mark.timeout(1200)
