@@ -280,11 +280,11 @@ class PgStore:
         self.lock = threading.RLock()  # one connection, shared by a worker's tasks and threads
         self.db = connect(url)
         s = sql.Identifier(schema)
-        self.q_write = sql.SQL(_WRITE).format(s=s)
-        self.q_output = sql.SQL(
+        self._q_write = sql.SQL(_WRITE).format(s=s)
+        self._q_output = sql.SQL(
             "SELECT output FROM {}.steps WHERE run_id = %s AND step = %s"
         ).format(s)
-        self.s = s
+        self._s = s
         self._writer = CommitWriter(self._write_rows, StoreError, 60.0, "mule-pgstore")
         with self.lock, self.db.transaction():
             # Concurrent first-time creation races on the catalog: serialise it.
@@ -326,14 +326,14 @@ class PgStore:
             dumps(list(dict.fromkeys(r[0] for r in ev))),
         )
         with self.lock:
-            got = self.db.execute(self.q_write, params).fetchall()
+            got = self.db.execute(self._q_write, params).fetchall()
             won = {(kind, run_id, step): value for kind, run_id, step, value in got}
             for r in claims:
                 r.kept = won.get(("c", r.run_id, f"step:{r.step}")) == r.output
             for r in steps:
                 r.kept = won.get(("s", r.run_id, str(r.step)))
                 if r.kept is None:  # another execution recorded this step first: it stands
-                    first = self.db.execute(self.q_output, (r.run_id, r.step)).fetchone()
+                    first = self.db.execute(self._q_output, (r.run_id, r.step)).fetchone()
                     r.kept = None if first is None else str(first[0])
                 elif r.kept == r.output:
                     r.kept = r.output  # the very object: the caller tells "mine" by identity
@@ -351,7 +351,7 @@ class PgStore:
 
     def _x(self, query: str, params: Sequence[Any] = ()) -> psycopg.Cursor[Any]:
         with self.lock:
-            return self.db.execute(sql.SQL(query).format(self.s), params)
+            return self.db.execute(sql.SQL(query).format(self._s), params)
 
     # -- writing ----------------------------------------------------------------------------
 

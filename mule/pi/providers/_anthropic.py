@@ -450,7 +450,15 @@ _USAGE_KEYS: Final = (
 class AnthropicParser(StreamParser):
     """Turns Messages API events into Pi events; blocks may interleave by Anthropic's index."""
 
-    __slots__ = ("_open", "_signatures", "_tools", "saw_start", "saw_stop", "stop_reason", "usage")
+    __slots__ = (
+        "_open",
+        "_saw_start",
+        "_saw_stop",
+        "_signatures",
+        "_stop_reason",
+        "_tools",
+        "_usage",
+    )
     vendor = "Anthropic"
 
     def __init__(self, model: Model, oauth_tools: tuple[Tool, ...] | None = None) -> None:
@@ -459,9 +467,9 @@ class AnthropicParser(StreamParser):
         self._tools = oauth_tools
         self._open: dict[object, int] = {}  # Anthropic block index -> content index, while open
         self._signatures: dict[int, str] = {}
-        self.usage = [0, 0, 0, 0]  # input, output, cache read, cache write
-        self.stop_reason: StopReason = "stop"
-        self.saw_start = self.saw_stop = False
+        self._usage = [0, 0, 0, 0]  # input, output, cache read, cache write
+        self._stop_reason: StopReason = "stop"
+        self._saw_start = self._saw_stop = False
 
     def _on_event(self, event: str, data: str) -> None:
         if event == "error":
@@ -485,31 +493,31 @@ class AnthropicParser(StreamParser):
             if at is not None:
                 self._end(at)
         elif kind == "message_start":
-            self.saw_start = True
+            self._saw_start = True
             message = as_object(chunk.get("message"))
             response_id = message.get("id")
             if isinstance(response_id, str):
-                self.b.set_response(response_id=response_id)
+                self._b.set_response(response_id=response_id)
             reported = as_object(message.get("usage"))
-            self.usage = [token_count(reported.get(key)) or 0 for key in _USAGE_KEYS]
+            self._usage = [token_count(reported.get(key)) or 0 for key in _USAGE_KEYS]
             self._set_usage()
         elif kind == "message_delta":
             delta = as_object(chunk.get("delta"))
             if delta.get("stop_reason"):
-                self.stop_reason = map_stop_reason(str(delta["stop_reason"]))
+                self._stop_reason = map_stop_reason(str(delta["stop_reason"]))
             reported = as_object(chunk.get("usage"))
             # Proxies may omit counts here; keep what message_start said.
             for n, key in enumerate(_USAGE_KEYS):
                 value = token_count(reported.get(key))
                 if value is not None:
-                    self.usage[n] = value
+                    self._usage[n] = value
             self._set_usage()
         elif kind == "message_stop":
-            self.saw_stop = True
+            self._saw_stop = True
 
     def _set_usage(self) -> None:
         # Anthropic reports no total: it is the sum of the four counts.
-        self.b.set_usage(priced_usage(self.model, *self.usage))
+        self._b.set_usage(priced_usage(self._model, *self._usage))
 
     def _block_start(self, chunk: JsonObject) -> None:
         block = as_object(chunk.get("content_block"))
@@ -536,7 +544,7 @@ class AnthropicParser(StreamParser):
         if at is None:
             return
         delta = as_object(chunk.get("delta"))
-        block_kind = self.b.kind(at)
+        block_kind = self._b.kind(at)
         delta_type = delta.get("type")
         if delta_type == "text_delta" and block_kind == "text":
             self._delta(at, str_field(delta, "text"))
@@ -547,12 +555,12 @@ class AnthropicParser(StreamParser):
         elif delta_type == "signature_delta" and block_kind == "thinking":
             signature = self._signatures.get(at, "") + str_field(delta, "signature")
             self._signatures[at] = signature
-            self.b.set_signature(at, signature)
+            self._b.set_signature(at, signature)
 
     def _on_end(self) -> None:
-        if self.saw_start and not self.saw_stop:
+        if self._saw_start and not self._saw_stop:
             raise ProviderError("Anthropic stream ended before message_stop")
-        self._done(self.stop_reason)
+        self._done(self._stop_reason)
 
 
 def _request(

@@ -337,19 +337,19 @@ class GoogleParser(StreamParser):
     whole, so it opens, streams its arguments as one delta and closes at once.
     """
 
-    __slots__ = ("_call_ids", "current", "response_id", "stop_reason")
+    __slots__ = ("_call_ids", "_current", "_response_id", "_stop_reason")
     vendor = "Google"
 
     def __init__(self, model: Model) -> None:
         super().__init__(model)
-        self.current: int | None = None  # the open text or thinking block
-        self.stop_reason: StopReason = "stop"
-        self.response_id: str | None = None
+        self._current: int | None = None  # the open text or thinking block
+        self._stop_reason: StopReason = "stop"
+        self._response_id: str | None = None
         self._call_ids: set[str] = set()
 
     def _close_current(self) -> None:
-        if self.current is not None:
-            at, self.current = self.current, None
+        if self._current is not None:
+            at, self._current = self._current, None
             self._end(at)
 
     def _on_event(self, event: str, data: str) -> None:
@@ -364,10 +364,10 @@ class GoogleParser(StreamParser):
         error = chunk.get("error")
         if isinstance(error, dict):
             raise ProviderError(f"got status: {error.get('status')}. {stringify(chunk)}")
-        b = self.b
+        b = self._b
         response_id = chunk.get("responseId")
-        if self.response_id is None and isinstance(response_id, str) and response_id:
-            self.response_id = response_id
+        if self._response_id is None and isinstance(response_id, str) and response_id:
+            self._response_id = response_id
             b.set_response(response_id=response_id)
         candidates = chunk.get("candidates")
         candidate = as_object(candidates[0]) if isinstance(candidates, list) and candidates else {}
@@ -376,15 +376,15 @@ class GoogleParser(StreamParser):
             self._part(as_object(part))
         finish = candidate.get("finishReason")
         if finish:
-            self.stop_reason = map_finish_reason(str(finish))
+            self._stop_reason = map_finish_reason(str(finish))
             if self._has_tool_calls():
-                self.stop_reason = "toolUse"
+                self._stop_reason = "toolUse"
         meta = chunk.get("usageMetadata")
         if isinstance(meta, dict):
             cached = token_count(meta.get("cachedContentTokenCount")) or 0
             thoughts = token_count(meta.get("thoughtsTokenCount")) or 0
             usage = priced_usage(
-                self.model,
+                self._model,
                 (token_count(meta.get("promptTokenCount")) or 0) - cached,
                 (token_count(meta.get("candidatesTokenCount")) or 0) + thoughts,
                 cached,
@@ -399,13 +399,13 @@ class GoogleParser(StreamParser):
         if isinstance(text, str):
             thinking = part.get("thought") is True
             kind = "thinking" if thinking else "text"
-            current = self.current
-            if current is None or self.b.kind(current) != kind:
+            current = self._current
+            if current is None or self._b.kind(current) != kind:
                 self._close_current()
-                current = self.current = self._open_thinking() if thinking else self._open_text()
+                current = self._current = self._open_thinking() if thinking else self._open_text()
             # Later deltas may omit the signature; keep the last one seen for this block.
             if incoming:
-                self.b.set_signature(current, incoming)
+                self._b.set_signature(current, incoming)
             self._delta(current, text)
         call = part.get("functionCall")
         if isinstance(call, dict):
@@ -420,12 +420,12 @@ class GoogleParser(StreamParser):
             self._call_ids.add(call_id)
             args = call.get("args") if isinstance(call.get("args"), dict) else {}
             at = self._open_tool_call(call_id, name, incoming, arguments=stringify(args))
-            self._delta(at, self.b.text(at), append=False)
+            self._delta(at, self._b.text(at), append=False)
             self._end(at, args)
 
     def _on_end(self) -> None:
         self._close_current()
-        self._done(self.stop_reason)
+        self._done(self._stop_reason)
 
 
 def _request(

@@ -435,33 +435,33 @@ class CompletionsParser(StreamParser):
     """Turns Chat Completions chunks into Pi events, building the message as it goes."""
 
     __slots__ = (
+        "_by_id",
+        "_by_index",
+        "_calls",
+        "_error_message",
+        "_finished",
         "_have_response_id",
-        "by_id",
-        "by_index",
-        "calls",
-        "error_message",
-        "finished",
-        "stop_reason",
-        "text",
-        "thinking",
+        "_stop_reason",
+        "_text",
+        "_thinking",
     )
     vendor = "OpenAI"
 
     def __init__(self, model: Model) -> None:
         super().__init__(model)
-        self.text: int | None = None
-        self.thinking: int | None = None
-        self.by_index: dict[int, int] = {}
-        self.by_id: dict[str, int] = {}
-        self.calls: dict[int, list[str]] = {}  # tool-call block -> [its id, its name] so far
-        self.stop_reason: StopReason = "stop"
-        self.error_message: str | None = None
-        self.finished = False  # a finish_reason or [DONE] arrived
+        self._text: int | None = None
+        self._thinking: int | None = None
+        self._by_index: dict[int, int] = {}
+        self._by_id: dict[str, int] = {}
+        self._calls: dict[int, list[str]] = {}  # tool-call block -> [its id, its name] so far
+        self._stop_reason: StopReason = "stop"
+        self._error_message: str | None = None
+        self._finished = False  # a finish_reason or [DONE] arrived
         self._have_response_id = False
 
     def _on_event(self, event: str, data: str) -> None:
         if data.startswith("[DONE]"):
-            self.finished = self.ended = True
+            self._finished = self.ended = True
             return
         chunk = decode_object(data)
         error = chunk.get("error")
@@ -472,7 +472,7 @@ class CompletionsParser(StreamParser):
         self._chunk(chunk)
 
     def _chunk(self, chunk: Mapping[str, Any]) -> None:
-        b = self.b
+        b = self._b
         if not self._have_response_id and chunk.get("id"):
             self._have_response_id = True
             b.set_response(response_id=str(chunk["id"]))
@@ -481,33 +481,33 @@ class CompletionsParser(StreamParser):
             b.set_response(response_model=served)
         usage = chunk.get("usage")
         if isinstance(usage, dict):
-            b.set_usage(parse_usage(usage, self.model))
+            b.set_usage(parse_usage(usage, self._model))
         choices = chunk.get("choices")
         choice = choices[0] if isinstance(choices, list) and choices else None
         if not isinstance(choice, dict):
             return
         if not isinstance(usage, dict) and isinstance(choice.get("usage"), dict):
-            b.set_usage(parse_usage(choice["usage"], self.model))  # Moonshot puts it here
+            b.set_usage(parse_usage(choice["usage"], self._model))  # Moonshot puts it here
         if choice.get("finish_reason"):
-            self.finished = True
-            self.stop_reason, message = map_finish_reason(str(choice["finish_reason"]))
+            self._finished = True
+            self._stop_reason, message = map_finish_reason(str(choice["finish_reason"]))
             if message is not None:
-                self.error_message = message
+                self._error_message = message
         delta = choice.get("delta")
         if not isinstance(delta, dict):
             return
         content = delta.get("content")
         if isinstance(content, str) and content:
-            if self.text is None:
-                self.text = self._open_text()
-            self._delta(self.text, content)
+            if self._text is None:
+                self._text = self._open_text()
+            self._delta(self._text, content)
         # Servers name the reasoning field differently; some send two with the same text.
         for name in _REASONING_FIELDS:
             value = delta.get(name)
             if isinstance(value, str) and value:
-                if self.thinking is None:
-                    self.thinking = self._open_thinking(signature=name)
-                self._delta(self.thinking, value)
+                if self._thinking is None:
+                    self._thinking = self._open_thinking(signature=name)
+                self._delta(self._thinking, value)
                 break
         calls = delta.get("tool_calls")
         if isinstance(calls, list):
@@ -523,31 +523,31 @@ class CompletionsParser(StreamParser):
                     and detail.get("id")
                     and detail.get("data")
                 ):
-                    for i, (call_id, _) in self.calls.items():
+                    for i, (call_id, _) in self._calls.items():
                         if call_id == detail["id"]:
                             b.set_tool_call(i, thought_signature=stringify(detail))
                             break
 
     def _tool_call(self, call: Mapping[str, Any]) -> None:
-        b = self.b
+        b = self._b
         stream_index = call.get("index") if isinstance(call.get("index"), int) else None
         call_id = str_or_none(call.get("id"))
         fn = as_object(call.get("function"))
         name = str_or_none(fn.get("name"))
-        i = self.by_index.get(stream_index) if stream_index is not None else None
+        i = self._by_index.get(stream_index) if stream_index is not None else None
         if i is None and call_id:
-            i = self.by_id.get(call_id)
+            i = self._by_id.get(call_id)
         if i is None:
             i = self._open_tool_call(call_id or "", name or "")
-            self.calls[i] = [call_id or "", name or ""]
+            self._calls[i] = [call_id or "", name or ""]
             if stream_index is not None:
-                self.by_index[stream_index] = i
-        if stream_index is not None and stream_index not in self.by_index:
-            self.by_index[stream_index] = i
+                self._by_index[stream_index] = i
+        if stream_index is not None and stream_index not in self._by_index:
+            self._by_index[stream_index] = i
         if call_id:
-            self.by_id[call_id] = i
+            self._by_id[call_id] = i
         # The id and name may come in a later fragment than the call's first.
-        known = self.calls[i]
+        known = self._calls[i]
         if not known[0] and call_id:
             known[0] = call_id
             b.set_tool_call(i, call_id=call_id)
@@ -558,11 +558,13 @@ class CompletionsParser(StreamParser):
         self._delta(i, args if isinstance(args, str) else "")
 
     def _on_end(self) -> None:
-        if not self.finished:
+        if not self._finished:
             raise ProviderError("Stream ended without a finish reason")
-        for i in range(len(self.b)):  # every block closes at the end, in content order
+        for i in range(len(self._b)):  # every block closes at the end, in content order
             self._end(i)
-        self._done(self.stop_reason, self.error_message or "Provider returned an error stop reason")
+        self._done(
+            self._stop_reason, self._error_message or "Provider returned an error stop reason"
+        )
 
 
 def _raise_with_raw_detail(exc: ProviderError) -> ProviderError:

@@ -305,17 +305,24 @@ class ResponsesParser(StreamParser):
     arrives whole in `response.output_item.done`.
     """
 
-    __slots__ = ("block", "finished", "item_type", "part_type", "stop_reason", "summary_parts")
+    __slots__ = (
+        "_block",
+        "_finished",
+        "_item_type",
+        "_part_type",
+        "_stop_reason",
+        "_summary_parts",
+    )
     vendor = "OpenAI Responses"
 
     def __init__(self, model: Model) -> None:
         super().__init__(model)
-        self.item_type: object = None  # the streamed output item's type, None between items
-        self.block: int | None = None  # its content index
-        self.summary_parts = 0
-        self.part_type: object = None
-        self.stop_reason: StopReason = "stop"
-        self.finished = False
+        self._item_type: object = None  # the streamed output item's type, None between items
+        self._block: int | None = None  # its content index
+        self._summary_parts = 0
+        self._part_type: object = None
+        self._stop_reason: StopReason = "stop"
+        self._finished = False
 
     def _on_event(self, event: str, data: str) -> None:
         if data.startswith("[DONE]"):
@@ -323,48 +330,52 @@ class ResponsesParser(StreamParser):
             return
         chunk = decode_object(data)
         kind = chunk.get("type")
-        block = self.block
+        block = self._block
         if kind == "response.output_text.delta" or kind == "response.refusal.delta":
             want = "output_text" if kind == "response.output_text.delta" else "refusal"
-            if self.item_type == "message" and self._streaming("text") and self.part_type == want:
+            if self._item_type == "message" and self._streaming("text") and self._part_type == want:
                 assert block is not None
                 self._delta(block, _str(chunk.get("delta")))
         elif kind == "response.function_call_arguments.delta":
-            if self.item_type == "function_call" and self._streaming("toolCall"):
+            if self._item_type == "function_call" and self._streaming("toolCall"):
                 assert block is not None
                 self._delta(block, _str(chunk.get("delta")))
         elif kind in (
             "response.reasoning_summary_text.delta",
             "response.reasoning_summary_part.done",
         ):
-            if self.item_type == "reasoning" and self._streaming("thinking") and self.summary_parts:
+            if (
+                self._item_type == "reasoning"
+                and self._streaming("thinking")
+                and self._summary_parts
+            ):
                 assert block is not None
                 delta = _str(chunk.get("delta")) if kind.endswith(".delta") else "\n\n"
                 self._delta(block, delta)
         elif kind == "response.reasoning_text.delta":
-            if self.item_type == "reasoning" and self._streaming("thinking"):
+            if self._item_type == "reasoning" and self._streaming("thinking"):
                 assert block is not None
                 self._delta(block, _str(chunk.get("delta")))
         elif kind == "response.created":
             response = as_object(chunk.get("response"))
             if response.get("id"):
-                self.b.set_response(response_id=str(response["id"]))
+                self._b.set_response(response_id=str(response["id"]))
         elif kind == "response.output_item.added":
             self._item_added(as_object(chunk.get("item")))
         elif kind == "response.reasoning_summary_part.added":
-            if self.item_type == "reasoning":
-                self.summary_parts += 1
+            if self._item_type == "reasoning":
+                self._summary_parts += 1
         elif kind == "response.content_part.added":
-            if self.item_type == "message":
+            if self._item_type == "message":
                 part_type = as_object(chunk.get("part")).get("type")
                 if part_type in ("output_text", "refusal"):  # not reasoning text
-                    self.part_type = part_type
+                    self._part_type = part_type
         elif kind == "response.function_call_arguments.done":
-            if self.item_type == "function_call" and self._streaming("toolCall"):
+            if self._item_type == "function_call" and self._streaming("toolCall"):
                 assert block is not None
-                previous = self.b.text(block)
+                previous = self._b.text(block)
                 final = _str(chunk.get("arguments"))
-                self.b.replace_text(block, final)
+                self._b.replace_text(block, final)
                 if final.startswith(previous) and len(final) > len(previous):
                     self._delta(block, final[len(previous) :], append=False)
         elif kind == "response.output_item.done":
@@ -389,29 +400,29 @@ class ResponsesParser(StreamParser):
             raise ProviderError(error_chunk_text(chunk["error"]))
 
     def _streaming(self, kind: str) -> bool:
-        return self.block is not None and self.b.kind(self.block) == kind
+        return self._block is not None and self._b.kind(self._block) == kind
 
     def _item_added(self, item: JsonObject) -> None:
         item_type = item.get("type")
         if item_type == "reasoning":
-            self.item_type, self.block = item_type, self._open_thinking()
+            self._item_type, self._block = item_type, self._open_thinking()
             summary = item.get("summary")
-            self.summary_parts = len(summary) if isinstance(summary, list) else 0
+            self._summary_parts = len(summary) if isinstance(summary, list) else 0
         elif item_type == "message":
-            self.item_type, self.block = item_type, self._open_text()
-            self.part_type = _last_part_type(item.get("content"))
+            self._item_type, self._block = item_type, self._open_text()
+            self._part_type = _last_part_type(item.get("content"))
         elif item_type == "function_call":
             arguments = item.get("arguments")
-            self.item_type = item_type
-            self.block = self._open_tool_call(
+            self._item_type = item_type
+            self._block = self._open_tool_call(
                 f"{item.get('call_id')}|{item.get('id')}",
                 _str(item.get("name")),
                 arguments=str(arguments) if arguments else "",
             )
 
     def _item_done(self, item: JsonObject) -> None:
-        b = self.b
-        block = self.block
+        b = self._b
+        block = self._block
         block_kind = b.kind(block) if block is not None else None
         item_type = item.get("type")
         if item_type == "reasoning" and block_kind == "thinking":
@@ -445,11 +456,11 @@ class ResponsesParser(StreamParser):
             self._end(block, args)
         else:
             return
-        self.item_type = self.block = None
+        self._item_type = self._block = None
 
     def _completed(self, response: JsonObject) -> None:
-        b = self.b
-        self.finished = True
+        b = self._b
+        self._finished = True
         if response.get("id"):
             b.set_response(response_id=str(response["id"]))
         usage = response.get("usage")
@@ -458,7 +469,7 @@ class ResponsesParser(StreamParser):
             cached = token_count(details.get("cached_tokens")) or 0
             b.set_usage(
                 priced_usage(
-                    self.model,
+                    self._model,
                     (token_count(usage.get("input_tokens")) or 0) - cached,  # hits included
                     token_count(usage.get("output_tokens")) or 0,
                     cached,
@@ -467,15 +478,15 @@ class ResponsesParser(StreamParser):
                 )
             )
         else:
-            b.set_usage(calculate_cost(self.model, b.head.usage))
-        self.stop_reason = map_status(response.get("status"))
-        if self.stop_reason == "stop" and self._has_tool_calls():
-            self.stop_reason = "toolUse"
+            b.set_usage(calculate_cost(self._model, b.head.usage))
+        self._stop_reason = map_status(response.get("status"))
+        if self._stop_reason == "stop" and self._has_tool_calls():
+            self._stop_reason = "toolUse"
 
     def _on_end(self) -> None:
-        if not self.finished:
+        if not self._finished:
             raise ProviderError("Stream ended before a terminal response event")
-        self._done(self.stop_reason)
+        self._done(self._stop_reason)
 
 
 def _list(item: JsonObject, key: str) -> list[object]:

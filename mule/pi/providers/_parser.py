@@ -171,29 +171,34 @@ _EMPTY: Final[JsonObject] = {}
 
 
 class StreamParser:
-    """Turns one response's decoded stream events into Pi's events; does no I/O."""
+    """Turns one response's decoded stream events into Pi's events; does no I/O.
 
-    __slots__ = ("_out", "b", "ended", "model")
+    Attributes:
+        ended: The vendor's end marker arrived: whoever feeds the parser reads no further.
+
+    """
+
+    __slots__ = ("_b", "_model", "_out", "ended")
 
     vendor: str = "provider"  # names the stream in error messages
 
     def __init__(self, model: Model) -> None:
-        self.model = model
-        self.b = PartialBuilder(
+        self._model = model
+        self._b = PartialBuilder(
             api=model.api, provider=model.provider, model=model.id, timestamp=now_ms()
         )
-        self.ended = False  # the vendor's end marker arrived: read no further
+        self.ended = False
         self._out: list[AssistantMessageEvent] = []
 
     @property
     def builder(self) -> PartialBuilder:
         """The message built so far."""
-        return self.b
+        return self._b
 
     # -- what the transport calls --------------------------------------------------------
     def start(self) -> StartEvent:
         """Return Pi's `start` event (the response is open)."""
-        return StartEvent(partial=self.b.snapshot())
+        return StartEvent(partial=self._b.snapshot())
 
     def feed(self, event: str, data: str) -> list[AssistantMessageEvent]:
         """Apply one decoded stream event; return the Pi events it causes.
@@ -234,7 +239,7 @@ class StreamParser:
             text = exc.message
         else:
             text = str(exc) or type(exc).__name__
-        message = self.b.message(reason, error_message=text)
+        message = self._b.message(reason, error_message=text)
         diagnostics = exc.diagnostics if isinstance(exc, ProviderError) else ()
         if diagnostics:
             message = evolve(message, diagnostics=(*(message.diagnostics or ()), *diagnostics))
@@ -251,29 +256,29 @@ class StreamParser:
 
     # -- block helpers: builder and events together ---------------------------------------
     def _open_text(self, text: str = "", signature: str | None = None) -> int:
-        at = self.b.open_text(text, signature)
-        self._out.append(TextStartEvent(content_index=at, partial=self.b.snapshot()))
+        at = self._b.open_text(text, signature)
+        self._out.append(TextStartEvent(content_index=at, partial=self._b.snapshot()))
         return at
 
     def _open_thinking(
         self, text: str = "", signature: str | None = None, redacted: bool | None = None
     ) -> int:
-        at = self.b.open_thinking(text, signature, redacted)
-        self._out.append(ThinkingStartEvent(content_index=at, partial=self.b.snapshot()))
+        at = self._b.open_thinking(text, signature, redacted)
+        self._out.append(ThinkingStartEvent(content_index=at, partial=self._b.snapshot()))
         return at
 
     def _open_tool_call(
         self, call_id: str, name: str, thought_signature: str | None = None, arguments: str = ""
     ) -> int:
-        at = self.b.open_tool_call(call_id, name, thought_signature)
+        at = self._b.open_tool_call(call_id, name, thought_signature)
         if arguments:
-            self.b.append(at, arguments)
-        self._out.append(ToolCallStartEvent(content_index=at, partial=self.b.snapshot()))
+            self._b.append(at, arguments)
+        self._out.append(ToolCallStartEvent(content_index=at, partial=self._b.snapshot()))
         return at
 
     def _delta(self, at: int, delta: str, *, append: bool = True) -> None:
         """Append `delta` to block `at` (unless told the text is already there); emit it."""
-        b = self.b
+        b = self._b
         if append and delta:
             b.append(at, delta)
         kind = b.kind(at)
@@ -282,7 +287,7 @@ class StreamParser:
 
     def _end(self, at: int, arguments: JsonObject | None = None) -> None:
         """Close block `at` (a tool call's arguments parsed from its text unless given)."""
-        b = self.b
+        b = self._b
         kind = b.kind(at)
         if kind == "toolCall":
             call = b.close_tool_call(at, arguments)
@@ -299,14 +304,14 @@ class StreamParser:
             )
 
     def _has_tool_calls(self) -> bool:
-        b = self.b
+        b = self._b
         return any(b.kind(i) == "toolCall" for i in range(len(b)))
 
     def _done(self, reason: StopReason, error_message: str | None = None) -> None:
         """Finish with Pi's `done`, or fail the stream when the stop reason is a failure."""
         if reason == "error" or reason == "aborted":
             raise ProviderError(error_message or UNKNOWN_ERROR)
-        self._out.append(DoneEvent(reason=reason, message=self.b.message(reason)))
+        self._out.append(DoneEvent(reason=reason, message=self._b.message(reason)))
 
 
 _DELTAS: Final[dict[str, Any]] = {
