@@ -152,6 +152,10 @@ def test_twenty_jobs_three_clients_each_one_stuck(fake: FakeOpenAI, tmp_path: Pa
     )
     before = rss()
     srv = ServerThread(cfg)
+    # No keepalive pings: a client that never reads never answers one, and uvicorn would close
+    # it 40 s on (20 s interval + 20 s timeout), detaching its queue from the job with the
+    # evidence checked below; on a loaded box the jobs outlast that and the test went void.
+    srv.server.config.ws_ping_interval = None
     # Accepted sockets inherit the listener's send buffer: small and fixed (no autotuning), so
     # a client that never reads falls behind after a few KB instead of megabytes.
     srv.sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 8192)

@@ -12,7 +12,7 @@ The scenario comes from `FAKE_PI_SCENARIO`:
              (like an extension command); `/late` answers after FAKE_PI_LATE s, then runs;
              any other prompt runs at once, answering `echo:<message>`
     die      `prompt` starts a run, then pi dies (exit 1) mid-stream
-    flood    `prompt` floods 20,000 streaming updates before finishing its run
+    flood    `prompt` floods FAKE_PI_FLOOD (20,000) streaming updates before finishing its run
     garbage  `prompt` writes random bytes (invalid UTF-8, NULs, stray braces) before its run
     deep     like ok, but the run is preceded by a line nested 100,000 deep and one 300 deep
     deaf     never reads stdin, ignores SIGTERM, and leaves a grandchild in its own session
@@ -202,7 +202,7 @@ def main() -> None:
                 out({"type": "agent_start"})
                 out({"type": "turn_start"})
                 out({"type": "message_start", "message": {**msg, "content": []}})
-                sys.stdout.write((update + "\n") * 20_000)
+                sys.stdout.write((update + "\n") * int(os.environ.get("FAKE_PI_FLOOD", "20000")))
                 out({"type": "message_end", "message": msg})
                 out({"type": "turn_end", "message": msg, "toolResults": []})
                 out({"type": "agent_end", "messages": [msg]})
