@@ -107,7 +107,8 @@ async def test_fault_ends_typed_bounded_and_reaped(scenario: str) -> None:
         if survivor:
             os.kill(survivor, signal.SIGKILL)
     if isinstance(expected, str):
-        assert isinstance(outcome, JobResult), outcome
+        # the lines framed tell a stall (few) from a starved but progressing bridge (many)
+        assert isinstance(outcome, JobResult), (outcome, b.stats.frames.lines)
         assert outcome.outcome == expected
     else:
         assert isinstance(outcome, expected), outcome
