@@ -18,7 +18,8 @@ mule adds = mule - floor, at p50 and p99 (target: at most 1 ms at p50).
 Parse rate. The real pi (`node/node_modules/.bin/pi`), pointed at the fake OpenAI server
 streaming `--pieces` tokens with no delay, is recorded: its stdout lines and their arrival
 times give pi's emission rate (lines per second, first to last). The same bytes then go through
-the bridge's parsing (LineFramer, parse_record, EventMapper) as fast as it can; the ratio is
+the bridge's parsing (LineFramer, LineDecoder, EventMapper) as fast as it can, in the chunks
+the bridge reads (64 KiB, anyio's default); the ratio is
 the headroom (target: at least 10x).
 
     .venv/bin/python bench/serve_latency.py [--deltas 1000] [--interval-us 2000] [--runs 3]
@@ -49,7 +50,7 @@ from starlette.applications import Starlette
 from starlette.routing import WebSocketRoute
 from starlette.websockets import WebSocket
 
-from mule.pirc import DEFAULT_MAX_LINE_BYTES, BridgeConfig, EventMapper, LineFramer, parse_record
+from mule.pirc import DEFAULT_MAX_LINE_BYTES, BridgeConfig, EventMapper, LineDecoder, LineFramer
 from mule.serve import ServerConfig, create_app
 from mule.serve._app import bind_socket
 from mule.serve._setup import make_agent_dir, model_setup
@@ -61,6 +62,7 @@ CLIENT = HERE / "_latency_client.py"
 REAL_PI = HERE.parent / "node" / "node_modules" / ".bin" / "pi"
 TOKEN = "bench-token-0123456789abcdef"
 PROMPT = b'{"type":"prompt","id":"bench-1","message":"go"}\n'
+READ_BYTES = 65536  # what the bridge's reader gets per receive (anyio's default max_bytes)
 
 
 def percentile(values: Sequence[float], p: float) -> float:
@@ -196,7 +198,8 @@ def latency_figures(exe: str, deltas: int, interval_us: int, runs: int) -> dict[
 class Recording(NamedTuple):
     """One measured run of the real pi."""
 
-    lines: list[bytes]  # its stdout lines, from the prompt's response to agent_end
+    data: bytes  # its stdout, from the prompt's response to agent_end, each line ending in \n
+    lines: int  # how many lines that is
     rate: float  # message_update lines per second of wall time, first to last
     cpu_rate: float  # lines per second of pi's own CPU time (user + system) over the run
 
@@ -258,7 +261,7 @@ def record_real_pi(pieces: int, tmp: Path, warm: int = 0) -> Recording:
                     cpu = _cpu_seconds(proc.pid)
                     for raw in proc.stdout:
                         stamps.append(time.perf_counter())
-                        lines.append(raw.rstrip(b"\n"))
+                        lines.append(raw)
                         if raw.startswith(b'{"type":"agent_end"'):
                             break
                     cpu = _cpu_seconds(proc.pid) - cpu
@@ -268,11 +271,15 @@ def record_real_pi(pieces: int, tmp: Path, warm: int = 0) -> Recording:
             shutil.rmtree(agent, ignore_errors=True)
     updates = [t for t, line in zip(stamps, lines, strict=True) if b'"message_update"' in line]
     rate = (len(updates) - 1) / (updates[-1] - updates[0])
-    return Recording(lines, rate, len(lines) / cpu if cpu > 0 else float("inf"))
+    # One buffer, as the bridge reads it: the lines as readline made them (tens of MB of
+    # separate objects, kept alive) slowed any parsing in this process by a quarter.
+    data = b"".join(lines)
+    return Recording(data, len(lines), rate, len(lines) / cpu if cpu > 0 else float("inf"))
 
 
-def json_floor(lines: list[bytes], repeat: int) -> float:
+def json_floor(data: bytes, repeat: int) -> float:
     """Lines per second of `json.loads` alone on the same lines (median of `repeat`)."""
+    lines = data.splitlines()
     rates = []
     for _ in range(repeat):
         start = time.perf_counter()
@@ -290,26 +297,28 @@ class ParseRate(NamedTuple):
     events: int  # bridge events made
 
 
-def parse_rate(lines: list[bytes], repeat: int) -> ParseRate:
+def parse_rate(data: bytes, count: int, repeat: int) -> ParseRate:
     """Lines per second through the bridge's parsing (framer, JSON, mapper); median of `repeat`.
 
     Every line counts, lifecycle ones too (`agent_end` holds the whole conversation): the
     bridge parses them all, so this is per line of pi's, as pi's rate is.
     """
-    data = b"\n".join(lines) + b"\n"
+    chunks = [data[i : i + READ_BYTES] for i in range(0, len(data), READ_BYTES)]
     rates, cpu_rates, events = [], [], 0
     for _ in range(repeat):
         framer, mapper = LineFramer(DEFAULT_MAX_LINE_BYTES), EventMapper()
+        parse = LineDecoder().parse  # the bridge's: one per pi
         mapper.begin()
         cpu = time.process_time()
         start = time.perf_counter()
         n = 0
-        for line in framer.feed(data):
-            record = parse_record(line)
-            if record is not None and record.get("type") != "response":
-                n += len(mapper.map(record))
-        rates.append(len(lines) / (time.perf_counter() - start))
-        cpu_rates.append(len(lines) / max(time.process_time() - cpu, 1e-9))
+        for chunk in chunks:
+            for line in framer.feed(chunk):
+                record = parse(line)
+                if record is not None and record.get("type") != "response":
+                    n += len(mapper.map(record))
+        rates.append(count / (time.perf_counter() - start))
+        cpu_rates.append(count / max(time.process_time() - cpu, 1e-9))
         events = n
     return ParseRate(statistics.median(rates), statistics.median(cpu_rates), events)
 
@@ -323,24 +332,23 @@ def parse_figures(pieces: int, tmp: Path, rounds: int, repeat: int, warm: int) -
     """
     pi, bridge, floor, ratios, cpu_ratios = [], [], [], [], []
     pi_cpu, bridge_cpu = [], []
-    lines: list[bytes] = []
+    rec = Recording(b"", 0, 0.0, 0.0)
     events = 0
     for _ in range(rounds):
         rec = record_real_pi(pieces, tmp, warm)
-        lines = rec.lines
-        parsed = parse_rate(lines, repeat)
+        parsed = parse_rate(rec.data, rec.lines, repeat)
         events = parsed.events
         pi.append(rec.rate)
         bridge.append(parsed.rate)
         pi_cpu.append(rec.cpu_rate)
         bridge_cpu.append(parsed.cpu_rate)
-        floor.append(json_floor(lines, repeat))
+        floor.append(json_floor(rec.data, repeat))
         ratios.append(parsed.rate / rec.rate)
         cpu_ratios.append(parsed.cpu_rate / rec.cpu_rate)
     return {
         "pieces": pieces,
-        "lines": len(lines),
-        "bytes_per_line": sum(map(len, lines)) / len(lines),
+        "lines": rec.lines,
+        "bytes_per_line": (len(rec.data) - rec.lines) / rec.lines,
         "events": events,
         "pi_lines_per_s": statistics.median(pi),
         "pi_lines_per_s_all": pi,

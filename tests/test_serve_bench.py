@@ -25,12 +25,15 @@ def test_both_latency_paths_see_every_stamped_delta(tmp_path: Path) -> None:
 @pytest.mark.skipif(not pi_available(), reason="pi CLI not installed")
 def test_the_real_pi_recording_parses_into_events(tmp_path: Path) -> None:
     """The recorded run of the real pi goes through the bridge's parsing into mule events."""
-    lines, emitted, cpu_rate = bench.record_real_pi(50, tmp_path, warm=1)
+    data, count, emitted, cpu_rate = bench.record_real_pi(50, tmp_path, warm=1)
     assert emitted > 0
     assert 0 < cpu_rate < float("inf")  # pi's CPU time over the run was read
+    lines = data.splitlines()
+    assert len(lines) == count
+    assert data.endswith(b"\n")
     assert lines[0].startswith(b'{"id":"bench-2","type":"response"')  # the warm-up is not kept
     assert lines[-1].startswith(b'{"type":"agent_end"')
-    rate, cpu, events = bench.parse_rate(lines, 1)
+    rate, cpu, events = bench.parse_rate(data, count, 1)
     assert rate > 0
     assert cpu > 0
     assert events >= 50  # every token's message_update, plus the lifecycle

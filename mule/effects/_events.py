@@ -6,6 +6,7 @@ from typing import ClassVar, Literal, TypeAlias, final
 
 from attrs import field, frozen
 
+from mule._fast_init import fast_init
 from mule.effects._identity import MuleIdentity
 from mule.effects._tools import MuleToolResult, Replay
 from mule.pi import (
@@ -91,6 +92,7 @@ class MessageStart:
     type: ClassVar[Literal["message_start"]] = "message_start"
 
 
+@fast_init
 @final
 @frozen(eq=False)  # positional construction: this event is made once per streamed delta
 class MessageUpdate:

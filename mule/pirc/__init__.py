@@ -36,6 +36,7 @@ from mule.pirc._events import (
     QueueUpdate,
 )
 from mule.pirc._framing import FrameStats, LineError, LineFramer, decode_line, parse_record
+from mule.pirc._growth import LineDecoder
 from mule.pirc._job_handle import Job
 from mule.pirc._mapper import EventMapper
 from mule.pirc._subscription import Subscription
@@ -66,6 +67,7 @@ __all__ = [
     "Job",
     "JobResult",
     "JobTimeout",
+    "LineDecoder",
     "LineError",
     "LineFramer",
     "OtherPiEvent",

@@ -37,7 +37,8 @@ from mule.pirc._config import BridgeConfig
 from mule.pirc._correlation import PendingCommands
 from mule.pirc._dialogs import Dialogs
 from mule.pirc._events import BridgeEvent, ExtensionUIRequest, JobResult
-from mule.pirc._framing import FrameStats, LineFramer, parse_record
+from mule.pirc._framing import FrameStats, LineFramer
+from mule.pirc._growth import LineDecoder
 from mule.pirc._job import (
     AbortRequested,
     Accepted,
@@ -109,6 +110,7 @@ class Bridge(JobCommands):
         self._barriers: dict[str, tuple[Job, int]] = {}
         self._subscribers = Subscribers()
         self._mapper = EventMapper()
+        self._parse = LineDecoder(config.max_line_depth).parse  # one pi, one stdout: one decoder
         self._job: Job | None = None
         self._open_jobs: set[Job] = set()  # the current job and any superseded one still settling
         self._queued: dict[str, Job | None] = {}  # queued message id -> the job open when sent
@@ -278,7 +280,7 @@ class Bridge(JobCommands):
 
     async def _handle_line(self, line: bytes) -> None:
         self._spoke = True
-        record = parse_record(line, self.stats.frames, self.config.max_line_depth)
+        record = self._parse(line, self.stats.frames)
         if record is None:
             return
         try:

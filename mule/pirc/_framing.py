@@ -14,7 +14,7 @@ import json
 import logging
 import re
 from collections.abc import Callable
-from typing import Any, Final, Literal, TypeAlias, final
+from typing import Any, Final, Literal, NamedTuple, TypeAlias, final
 
 from attrs import define
 
@@ -77,16 +77,30 @@ class LineFramer:
         self.stats.bytes += len(chunk)
         out: list[bytes] = []
         start = 0
-        while True:
-            nl = chunk.find(b"\n", start)
-            end = len(chunk) if nl < 0 else nl
-            self._take(chunk[start:end] if start or end != len(chunk) else chunk)
+        if self._parts or self._skipping:  # finish the record an earlier chunk began
+            nl = chunk.find(b"\n")
             if nl < 0:
+                self._take(chunk)
                 return out
+            self._take(chunk[:nl])
             line = self._finish()
             if line is not None:
                 out.append(line)
             start = nl + 1
+        limit, lines = self._max, 0
+        # Records wholly inside the chunk: sliced out once, no parts held.
+        while (nl := chunk.find(b"\n", start)) >= 0:
+            if nl - start > limit:
+                self._oversize(nl - start)
+            else:
+                end = nl - 1 if nl > start and chunk[nl - 1] == 13 else nl  # one \r
+                out.append(chunk[start:end])
+                lines += 1
+            start = nl + 1
+        self.stats.lines += lines
+        if start < len(chunk):
+            self._take(chunk[start:] if start else chunk)
+        return out
 
     def close(self) -> bytes | None:
         """Return an unterminated last record at end of stream (pi may die mid-write)."""
@@ -110,14 +124,15 @@ class LineFramer:
         self._parts.append(piece)
         self._size += len(piece)
 
+    def _oversize(self, size: int) -> None:
+        self.stats.oversize_lines += 1
+        self.stats.oversize_bytes += size
+        log.error("pi stdout: skipped a %d-byte line (limit %d bytes)", size, self._max)
+
     def _finish(self) -> bytes | None:
         if self._skipping:
             self._skipping = False
-            self.stats.oversize_lines += 1
-            self.stats.oversize_bytes += self._skipped
-            log.error(
-                "pi stdout: skipped a %d-byte line (limit %d bytes)", self._skipped, self._max
-            )
+            self._oversize(self._skipped)
             self._skipped = 0
             return None
         line = b"".join(self._parts)
@@ -202,7 +217,7 @@ def nesting_exceeds(line: bytes, limit: int) -> bool:
 
 # The C scanner behind json.loads (`scan_once` is set in JSONDecoder.__init__; the stubs omit
 # it): it decodes the value at an index and returns it with the index after it.
-_scan: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
+scan_json: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
 
 _UPDATE: Final = b'{"type":"message_update",'
 
@@ -228,7 +243,7 @@ def _object(text: str, pos: int, copy: list[tuple[str, Any]], top: bool) -> tupl
     while True:
         if text[pos] != '"':
             raise _Unsure
-        key, pos = _scan(text, pos)
+        key, pos = scan_json(text, pos)
         if text[pos] != ":":
             raise _Unsure
         pos += 1
@@ -240,11 +255,11 @@ def _object(text: str, pos: int, copy: list[tuple[str, Any]], top: bool) -> tupl
                 pos += len(copy[0][0])
             else:
                 start = pos
-                value, pos = _scan(text, pos)
+                value, pos = scan_json(text, pos)
                 if not copy:
                     copy.append((text[start:pos], value))
         else:
-            value, pos = _scan(text, pos)
+            value, pos = scan_json(text, pos)
         obj[key] = value
         c = text[pos]
         pos += 1
@@ -281,8 +296,19 @@ def _span_openings_exceed(text: str, start: int, stop: int, limit: int) -> bool:
     return False
 
 
-def _decode_twin(line: bytes, limit: int) -> dict[str, Any] | None:
-    """Decode a `*_delta` update whose two copies are one text, bounds included; else None.
+class Twin(NamedTuple):
+    """Where a `*_delta` update's parts lie, its two copies of the response checked alike."""
+
+    text: str  # the line, decoded
+    kind: str  # the event's type
+    block: int  # its contentIndex
+    delta: str
+    start: int  # where the first copy (the event's `partial`) starts in `text`
+    stop: int  # where it ends (the second copy, `message`, follows `_MESSAGE_KEY`)
+
+
+def twin_layout(line: bytes, limit: int) -> Twin | None:
+    """Find a `*_delta` update whose two copies are one text, bounds included; else None.
 
     The copies' text is found from the line's length and compared before anything is decoded;
     the line then nests 2 levels more than the copy, whose brackets alone are counted.
@@ -292,7 +318,7 @@ def _decode_twin(line: bytes, limit: int) -> dict[str, Any] | None:
         head = _DELTA_HEAD.match(text)
         if head is None:
             return None
-        delta, pos = _scan(text, head.end())
+        delta, pos = scan_json(text, head.end())
         start = pos + len(_PARTIAL_KEY)
         size, odd = divmod(len(text) - start - len(_MESSAGE_KEY) - 1, 2)
         stop = start + size
@@ -307,13 +333,28 @@ def _decode_twin(line: bytes, limit: int) -> dict[str, Any] | None:
             or _span_openings_exceed(text, start, stop, limit - 2)
         ):
             return None
-        partial, end = _scan(text, start)
     except (LookupError, StopIteration, ValueError, RecursionError):
         return None
-    if end != stop:
-        return None
-    event = {"type": head[1], "contentIndex": int(head[2]), "delta": delta, "partial": partial}
+    return Twin(text, head[1], int(head[2]), delta, start, stop)
+
+
+def twin_record(twin: Twin, partial: dict[str, Any]) -> dict[str, Any]:
+    """Return the record of a twin update whose response so far decoded as `partial`."""
+    event = {"type": twin.kind, "contentIndex": twin.block, "delta": twin.delta}
+    event["partial"] = partial
     return {"type": "message_update", "assistantMessageEvent": event, "message": partial}
+
+
+def _decode_twin(line: bytes, limit: int) -> dict[str, Any] | None:
+    """Decode a `*_delta` update whose two copies are one text (see `twin_layout`); else None."""
+    twin = twin_layout(line, limit)
+    if twin is None:
+        return None
+    try:
+        partial, end = scan_json(twin.text, twin.start)
+    except (StopIteration, ValueError, RecursionError):
+        return None
+    return twin_record(twin, partial) if end == twin.stop else None
 
 
 def _decode_delta(text: str) -> dict[str, Any] | None:
@@ -321,18 +362,18 @@ def _decode_delta(text: str) -> dict[str, Any] | None:
     head = _DELTA_HEAD.match(text)
     if head is None:
         return None
-    delta, pos = _scan(text, head.end())
+    delta, pos = scan_json(text, head.end())
     if not text.startswith(_PARTIAL_KEY, pos) or text[pos + len(_PARTIAL_KEY)] != "{":
         return None
     start = pos + len(_PARTIAL_KEY)
-    partial, end = _scan(text, start)
+    partial, end = scan_json(text, start)
     if not text.startswith(_MESSAGE_KEY, end):
         return None
     at = end + len(_MESSAGE_KEY)
     if len(text) - 1 - at == end - start and text.startswith(text[start:end], at):
         message, last = partial, len(text) - 1  # the same text: the same value
     else:
-        message, last = _scan(text, at)
+        message, last = scan_json(text, at)
     if last != len(text) - 1 or text[last] != "}":
         return None
     event = {"type": head[1], "contentIndex": int(head[2]), "delta": delta, "partial": partial}
@@ -364,6 +405,11 @@ def decode_line(line: bytes, max_depth: int = DEFAULT_DEPTH) -> dict[str, Any]:
         twin = _decode_twin(line, max_depth)
         if twin is not None:
             return twin
+    return decode_other(line, max_depth)
+
+
+def decode_other(line: bytes, max_depth: int = DEFAULT_DEPTH) -> dict[str, Any]:
+    """Decode a record that is not a twin update (as `decode_line`), or raise `LineError`."""
     if nesting_exceeds(line, max_depth):
         raise LineError("too_deep", f"nested deeper than {max_depth} levels")
     if line.startswith(_UPDATE):  # the hot record: most of pi's lines, and the longest
@@ -382,13 +428,20 @@ def decode_line(line: bytes, max_depth: int = DEFAULT_DEPTH) -> dict[str, Any]:
 
 
 def parse_record(
-    line: bytes, stats: FrameStats | None = None, max_depth: int = DEFAULT_DEPTH
+    line: bytes,
+    stats: FrameStats | None = None,
+    max_depth: int = DEFAULT_DEPTH,
+    decode: Callable[[bytes], dict[str, Any]] | None = None,
 ) -> dict[str, Any] | None:
-    """Decode one record as a JSON object; log, count and return None for anything else."""
+    """Decode one record as a JSON object; log, count and return None for anything else.
+
+    `decode` is the decoder to use (a `LineDecoder`'s, which holds the stream's state);
+    without it, `decode_line` with `max_depth`.
+    """
     if not line.strip():
         return None
     try:
-        return decode_line(line, max_depth)
+        return decode(line) if decode is not None else decode_line(line, max_depth)
     except LineError as exc:
         if stats is not None:
             if exc.problem == "too_deep":

@@ -1,0 +1,307 @@
+"""pi's streamed text decoded from the line before: only the text that is new is read.
+
+Every `message_update` pi writes holds the whole response so far, twice, so decoding each
+line in full costs the square of the response's length over a run. Between two text (or
+thinking) updates of one block that response changes in one place: its growing string. A
+`LineDecoder` keeps the response it last decoded, with that response's bytes before the
+string's closing quote and from it on; a line whose two copies are those bytes with new
+string content between them is decoded by reading that content alone, and gives the value
+json.loads gives. Any other line is decoded in full, as `decode_line` does, and a text
+update decoded in full is the next one's reference.
+
+pi serialises its live response when it writes, so a line may hold more text than its delta
+(or none of it): the new content is whatever lies between the kept bytes, checked to be the
+inside of a JSON string.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from typing import Any, Final, final
+
+from mule.pirc._framing import (
+    DEFAULT_DEPTH,
+    FrameStats,
+    Twin,
+    decode_other,
+    parse_record,
+    scan_json,
+    twin_layout,
+    twin_record,
+)
+
+_STRING: Final = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)  # a JSON string's extent
+_PLAIN: Final = re.compile(rb'[^"\\\x00-\x1f]*')  # string content that is its own value
+_DELTA_END: Final = b'","partial":'
+_HIGH, _HIGH_END, _LOW, _LOW_END = "\ud800", "\udbff", "\udc00", "\udfff"
+_MESSAGE: Final = b'},"message":'
+_UPDATE: Final = b'{"type":"message_update",'
+_GROWS: Final = {"text_delta": "text", "thinking_delta": "thinking"}  # the string a kind grows
+_PREFIX: Final = (
+    '{"type":"message_update","assistantMessageEvent":{"type":"%s","contentIndex":%d,"delta":"'
+)
+
+# The reference: the head of its kind and block; its response's bytes before the growing
+# string's closing quote ("before"); the bytes from that quote on, _MESSAGE and before again
+# ("joint"); the bytes from the quote on and the line's closing brace; the response, its
+# content, the block, the string's key, the block's index, the kind and the string.
+_Ref = tuple[
+    tuple["re.Pattern[bytes]", bytes],
+    bytes,
+    bytes,
+    bytes,
+    dict[str, Any],
+    list[Any],
+    dict[str, Any],
+    str,
+    int,
+    str,
+    str,
+]
+
+_Path = tuple[str | int, ...]
+
+
+@functools.lru_cache(maxsize=64)
+def _head(kind: str, index: int) -> tuple[re.Pattern[bytes], bytes]:
+    """Return the pattern of a `kind` update of block `index` to its `"partial":` key.
+
+    Its group 1 is a delta that has no escapes; the second item is the head up to the
+    delta's opening quote.
+    """
+    prefix = (_PREFIX % (kind, index)).encode()
+    return re.compile(re.escape(prefix) + rb'([^"\\\x00-\x1f]*)","partial":'), prefix
+
+
+def _value_at(text: str, pos: int, path: _Path) -> tuple[Any, int, int]:
+    """Decode the compact JSON value at `pos` as the C scanner does, with the index after it.
+
+    The third item is where the string at `path` (keys and indexes) closes: the index of its
+    closing quote, or -1 when that path holds no string. Objects and arrays on the path are
+    read member by member (a later duplicate key replaces an earlier one, as in json.loads);
+    everything else goes to the scanner whole.
+    """
+    if not path:
+        value, end = scan_json(text, pos)
+        return value, end, end - 1 if text[pos] == '"' else -1
+    step, rest = path[0], path[1:]
+    opening = text[pos]
+    if opening == "{" and isinstance(step, str):
+        return _object_at(text, pos + 1, step, rest)
+    if opening == "[" and isinstance(step, int):
+        return _array_at(text, pos + 1, step, rest)
+    value, end = scan_json(text, pos)
+    return value, end, -1
+
+
+def _object_at(text: str, pos: int, step: str, rest: _Path) -> tuple[Any, int, int]:
+    obj: dict[str, Any] = {}
+    mark = -1
+    if text[pos] == "}":
+        return obj, pos + 1, mark
+    while True:
+        if text[pos] != '"':
+            raise ValueError("not compact")
+        key, pos = scan_json(text, pos)
+        if text[pos] != ":":
+            raise ValueError("not compact")
+        if key == step:
+            obj[key], pos, mark = _value_at(text, pos + 1, rest)
+        else:
+            obj[key], pos = scan_json(text, pos + 1)
+        c = text[pos]
+        pos += 1
+        if c == "}":
+            return obj, pos, mark
+        if c != ",":
+            raise ValueError("not compact")
+
+
+def _array_at(text: str, pos: int, step: int, rest: _Path) -> tuple[Any, int, int]:
+    items: list[Any] = []
+    mark = -1
+    if text[pos] == "]":
+        return items, pos + 1, mark
+    while True:
+        if len(items) == step:
+            value, pos, mark = _value_at(text, pos, rest)
+        else:
+            value, pos = scan_json(text, pos)
+        items.append(value)
+        c = text[pos]
+        pos += 1
+        if c == "]":
+            return items, pos, mark
+        if c != ",":
+            raise ValueError("not compact")
+
+
+def _size(text: str) -> int:
+    """Return the length of `text` in UTF-8 (lone surrogates too, as pi's line held them)."""
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
+def _string(raw: str) -> str:
+    """Return the value of JSON string text `raw` (quotes included), all of it, or raise."""
+    value, end = scan_json(raw, 0)
+    if end != len(raw) or not isinstance(value, str):
+        raise ValueError("not one JSON string")
+    return value
+
+
+@final
+class LineDecoder:
+    """Decode one stream's records in order, as `decode_line` does, pi's text updates by growth.
+
+    One decoder per pi stdout: it keeps the last text update's response (and the line that
+    held it). The values it returns share that response's unchanged parts between records,
+    as the two copies of one record already share one value: records are read-only.
+
+    >>> d = LineDecoder()
+    >>> d.decode(b'{"type":"agent_start"}')
+    {'type': 'agent_start'}
+
+    Attributes:
+        max_depth: The deepest nesting decoded (deeper lines raise `LineError` "too_deep").
+        grown: Text updates decoded from the one before (the rest were decoded in full).
+
+    """
+
+    __slots__ = ("_ref", "grown", "max_depth")
+
+    def __init__(self, max_depth: int = DEFAULT_DEPTH) -> None:
+        self.max_depth = max_depth
+        self.grown = 0
+        self._ref: _Ref | None = None
+
+    def decode(self, line: bytes) -> dict[str, Any]:
+        """Decode one record as a JSON object, or raise `LineError` (never anything else)."""
+        if self._ref is not None:
+            record = self._grow(line, self._ref)
+            if record is not None:
+                return record
+        return self._decode_full(line)
+
+    def parse(self, line: bytes, stats: FrameStats | None = None) -> dict[str, Any] | None:
+        """Decode one record as `parse_record` does: log, count and return None for a bad one."""
+        if self._ref is not None:
+            record = self._grow(line, self._ref)
+            if record is not None:
+                return record
+        return parse_record(line, stats, decode=self._decode_full)
+
+    def _decode_full(self, line: bytes) -> dict[str, Any]:
+        if line.startswith(_UPDATE):
+            twin = twin_layout(line, self.max_depth)
+            if twin is not None:
+                record = self._decode_twin(line, twin)
+                if record is not None:
+                    return record
+        return decode_other(line, self.max_depth)
+
+    def _grow(self, line: bytes, ref: _Ref) -> dict[str, Any] | None:
+        """Decode `line` from the reference response, or None when it is not that grown."""
+        head, before, joint, closing, partial, content, block, key, index, kind, text = ref
+        m = head[0].match(line)  # this kind and block, and a delta with no escapes
+        try:
+            if m is not None:
+                delta = m[1].decode("utf-8", "surrogatepass")
+                start = m.end()
+            else:  # escapes, or not this reference's form
+                if not line.startswith(head[1]):
+                    return None
+                quoted = _STRING.match(line, len(head[1]) - 1)
+                if quoted is None or not line.startswith(_DELTA_END, quoted.end() - 1):
+                    return None
+                delta = _string(quoted[0].decode("utf-8", "surrogatepass"))
+                start = quoted.end() - 1 + len(_DELTA_END)
+        except (LookupError, StopIteration, ValueError, RecursionError):
+            return None
+        # The line must be: head, before + added + after, _MESSAGE, the same again, "}".
+        size = (len(line) - start - len(_MESSAGE) - 1) >> 1
+        new, new_end = start + len(before), start + size - len(closing) + 1
+        copy = start + size + len(_MESSAGE)
+        if (
+            (len(line) - start) & 1 == 0  # the two copies cannot be the same length
+            or new_end < new
+            or not line.startswith(before, start)
+            or not line.startswith(joint, new_end)  # after, _MESSAGE, before
+            or not line.endswith(closing)  # after, "}"
+        ):
+            return None
+        added = line[new:new_end]
+        if not line.startswith(added, copy + len(before)):
+            return None
+        try:
+            if _PLAIN.fullmatch(line, new, new_end) is not None:
+                text += added.decode("utf-8", "surrogatepass")
+            else:
+                more = _string('"' + added.decode("utf-8", "surrogatepass") + '"')
+                if more and text and _HIGH <= text[-1] <= _HIGH_END and _LOW <= more[0] <= _LOW_END:
+                    return None  # json.loads joins an escaped pair across the seam: read it all
+                text += more
+        except (LookupError, StopIteration, ValueError, RecursionError):
+            return None
+        block = block.copy()
+        block[key] = text
+        content = content.copy()
+        content[index] = block
+        partial = partial.copy()
+        partial["content"] = content
+        before, joint = line[start:new_end], line[new_end : copy + new_end - start]
+        self._ref = (head, before, joint, closing, partial, content, block, key, index, kind, text)
+        self.grown += 1
+        return {
+            "type": "message_update",
+            "assistantMessageEvent": {
+                "type": kind,
+                "contentIndex": index,
+                "delta": delta,
+                "partial": partial,
+            },
+            "message": partial,
+        }
+
+    def _decode_twin(self, line: bytes, twin: Twin) -> dict[str, Any] | None:
+        """Decode a twin update in full; a text or thinking one becomes the reference."""
+        key = _GROWS.get(twin.kind)
+        try:
+            if key is None:
+                partial, end = scan_json(twin.text, twin.start)
+                mark = -1
+            else:
+                partial, end, mark = _value_at(twin.text, twin.start, ("content", twin.block, key))
+        except (LookupError, StopIteration, ValueError, RecursionError):
+            return None
+        if end != twin.stop:
+            return None
+        if key is not None and mark >= 0:
+            self._refer(line, twin, partial, key, mark)
+        return twin_record(twin, partial)
+
+    def _refer(self, line: bytes, twin: Twin, partial: dict[str, Any], key: str, mark: int) -> None:
+        """Keep `partial` (decoded from `line`) as the reference, its string closing at `mark`."""
+        text, start, stop = twin.text, twin.start, twin.stop
+        if len(text) != len(line):  # not all ASCII: byte offsets differ from the text's
+            start = _size(text[:start])
+            mark, stop = (
+                start + _size(text[twin.start : mark]),
+                start + _size(text[twin.start : stop]),
+            )
+        content = partial["content"]
+        block = content[twin.block]
+        after = line[mark:stop]
+        self._ref = (
+            _head(twin.kind, twin.block),
+            line[start:mark],
+            after + _MESSAGE + line[start:mark],
+            after + b"}",
+            partial,
+            content,
+            block,
+            key,
+            twin.block,
+            twin.kind,
+            block[key],
+        )

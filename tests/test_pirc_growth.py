@@ -1,0 +1,196 @@
+"""The bridge's stream decoder: pi's text updates read from the line before, as json.loads reads.
+
+`LineDecoder` decodes a streamed text or thinking update by comparing it with the last one it
+decoded in full and reading only the text that is new. These tests hold it to json.loads over
+whole streams: pi's own output, and drawn streams whose responses grow, change elsewhere,
+split escaped surrogate pairs across lines, or arrive damaged. Every line gives json.loads's
+value (keys in order) or a `LineError` exactly when json.loads fails or mule refuses the depth,
+and no record handed out earlier changes afterwards.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
+
+from mule.pi import stringify
+from mule.pirc import FrameStats, LineDecoder, LineError
+from mule.pirc._framing import DEFAULT_DEPTH, nesting_exceeds
+from tests.test_pirc_decode import damaged
+
+RECORDED = sorted((Path(__file__).parent / "pirc" / "recorded").glob("*.jsonl"))
+
+# Text with what JSON escapes, lone surrogates (halves of a pair too) and multi-byte letters.
+PIECES = st.text(
+    alphabet=st.characters(codec="utf-8")
+    | st.sampled_from(['"', "\\", "\n", "\x00", "\ud83d", "\ude00", "\udfff", "é", "\u2028", "😀"]),
+    max_size=6,
+)
+
+
+def expect(line: bytes) -> dict[str, Any] | None:
+    """json.loads's record for `line`, or None where mule must raise `LineError`."""
+    try:
+        value = json.loads(line)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(value, dict) or nesting_exceeds(line, DEFAULT_DEPTH):
+        return None
+    return value
+
+
+def check_stream(lines: list[bytes]) -> LineDecoder:
+    """Decode `lines` with one decoder; each is json.loads's value, and stays so."""
+    decoder = LineDecoder()
+    kept: list[tuple[dict[str, Any], dict[str, Any]]] = []
+    for line in lines:
+        want = expect(line)
+        if want is None:
+            with pytest.raises(LineError):
+                decoder.decode(line)
+            continue
+        got = decoder.decode(line)
+        assert got == want
+        assert json.dumps(got) == json.dumps(want)  # keys in the same order, at every level
+        kept.append((got, copy.deepcopy(want)))
+    for got, want in kept:  # nothing handed out was changed by a later line
+        assert got == want
+    return decoder
+
+
+def update(
+    kind: str, index: int, delta: str, partial: dict[str, Any], message: Any
+) -> dict[str, Any]:
+    event = {"type": kind, "contentIndex": index, "delta": delta, "partial": partial}
+    rec = {"type": "message_update", "assistantMessageEvent": event, "message": message}
+    return rec
+
+
+@st.composite
+def streams(draw: st.DrawFn) -> list[bytes]:
+    """Draw a stream of pi-like update lines, some in pi's form, some near it, some damaged.
+
+    The response's last block grows by drawn text (not always the line's delta: pi writes its
+    live response, which may be ahead); between growths other things change, a new block
+    opens, the copies differ, or another record comes; each line may be damaged.
+    """
+    ascii_only = draw(st.booleans())  # json.dumps escapes every non-ASCII letter: pairs too
+    blocks: list[dict[str, Any]] = [{"type": "text", "text": draw(PIECES)}]
+    usage = {"input": 1, "output": 0}
+    out: list[bytes] = []
+    for _ in range(draw(st.integers(1, 12))):
+        index = len(blocks) - 1
+        key = "thinking" if blocks[index]["type"] == "thinking" else "text"
+        step = draw(
+            st.sampled_from(
+                ["grow", "grow", "grow", "grow", "usage", "block", "differ", "other", "kind"]
+            )
+        )
+        if step == "grow":
+            blocks[index] = {**blocks[index], key: blocks[index][key] + draw(PIECES)}
+        elif step == "usage":
+            usage = {**usage, "output": usage["output"] + 1}
+        elif step == "block":
+            kind = draw(st.sampled_from(["text", "thinking"]))
+            blocks.append({"type": kind, kind: draw(PIECES)})
+            index, key = len(blocks) - 1, kind
+        partial = {"role": "assistant", "content": list(blocks), "usage": usage}
+        message: Any = partial
+        if step == "differ":
+            message = {**partial, "stopReason": "toolUse"}
+        kind = "thinking_delta" if key == "thinking" else "text_delta"
+        if step == "kind":
+            kind = draw(st.sampled_from(["toolcall_delta", "text_start", "text_delta"]))
+        rec: Any = update(
+            kind, draw(st.sampled_from([index, index, 0, 7])), draw(PIECES), partial, message
+        )
+        if step == "other":
+            rec = {"type": "tool_execution_update", "partialResult": draw(PIECES)}
+        text = json.dumps(rec, separators=(",", ":"), ensure_ascii=ascii_only)
+        out.append(damaged(draw, text.encode("utf-8", "surrogatepass")))
+    return out
+
+
+@given(streams())
+@example([])  # nothing to decode
+def test_streams_decode_as_json_loads_does(lines: list[bytes]) -> None:
+    """Grown, changed or damaged, every line of a stream decodes to json.loads's value or fails."""
+    check_stream(lines)
+
+
+@pytest.mark.parametrize("path", RECORDED, ids=[p.stem for p in RECORDED])
+def test_real_pi_streams_decode_by_growth(path: Path) -> None:
+    """Real pi output decodes as json.loads does, writes back as pi's bytes, and grows.
+
+    Its text updates are read from the one before (all but the first of each block).
+    """
+    lines = path.read_bytes().splitlines()
+    decoder = check_stream(lines)
+    for line in lines:
+        assert stringify(LineDecoder().decode(line)).encode() == line
+    deltas = sum(
+        b'"assistantMessageEvent":{"type":"text_delta"' in line
+        or b'"assistantMessageEvent":{"type":"thinking_delta"' in line
+        for line in lines
+    )
+    if deltas > 2:
+        assert decoder.grown >= deltas // 2
+
+
+def test_a_grown_update_reads_only_the_new_text() -> None:
+    """Two updates of one block: the second is decoded from the first (counted in `grown`)."""
+    first = {"role": "assistant", "content": [{"type": "text", "text": 'say "hi'}], "n": 0}
+    second = {
+        "role": "assistant",
+        "content": [{"type": "text", "text": 'say "hi\\ there é'}],
+        "n": 0,
+    }
+    lines = [
+        json.dumps(update("text_delta", 0, "x", first, first), separators=(",", ":")).encode(),
+        json.dumps(update("text_delta", 0, "y", second, second), separators=(",", ":")).encode(),
+    ]
+    decoder = check_stream(lines)
+    assert decoder.grown == 1
+
+
+def test_an_escaped_pair_split_across_lines_is_read_whole() -> None:
+    """An escaped surrogate pair split across two lines' texts is one letter, as in json.loads.
+
+    The high half ends one line's text and the low half starts the next line's new text.
+    """
+    a = {"role": "assistant", "content": [{"type": "text", "text": "a\ud83d"}]}
+    b = {"role": "assistant", "content": [{"type": "text", "text": "a\ud83d\ude00"}]}
+    lines = [
+        json.dumps(update("text_delta", 0, "x", m, m), separators=(",", ":")).encode()
+        for m in (a, b)
+    ]
+    assert json.loads(lines[1])["message"]["content"][0]["text"] == "a😀"
+    check_stream(lines)
+
+
+def test_new_text_that_would_close_the_string_is_read_in_full() -> None:
+    """New bytes holding an unescaped quote (a different structure) are not taken as text."""
+    a = b'{"type":"message_update","assistantMessageEvent":{"type":"text_delta","contentIndex":0,'
+    tail = b'"delta":"x","partial":{"content":[{"type":"text","text":"ab%s"}]}},'
+    tail += b'"message":{"content":[{"type":"text","text":"ab%s"}]}}'
+    lines = [a + tail % (b"", b""), a + tail % (b'","z":"', b'","z":"')]
+    assert json.loads(lines[1])["message"]["content"][0] == {"type": "text", "text": "ab", "z": ""}
+    decoder = check_stream(lines)
+    assert decoder.grown == 0
+
+
+def test_parse_counts_and_logs_bad_lines_as_parse_record_does() -> None:
+    """`parse` is `parse_record` with the decoder's state: bad lines are counted, not raised."""
+    stats = FrameStats()
+    decoder = LineDecoder()
+    assert decoder.parse(b"not json", stats) is None
+    assert decoder.parse(b"[" * 300 + b"]" * 300, stats) is None
+    assert decoder.parse(b"   ", stats) is None
+    assert decoder.parse(b'{"type":"agent_start"}', stats) == {"type": "agent_start"}
+    assert (stats.bad_lines, stats.deep_lines) == (1, 1)
