@@ -95,6 +95,16 @@ def _value_at(text: str, pos: int, path: _Path) -> tuple[Any, int, int]:
     return value, end, -1
 
 
+def _separator(text: str, pos: int, close: str) -> tuple[bool, int]:
+    """Step past what follows a member: whether it closed its container, and the index after."""
+    c = text[pos]
+    if c == close:
+        return True, pos + 1
+    if c != ",":
+        raise ValueError("not compact")
+    return False, pos + 1
+
+
 def _object_at(text: str, pos: int, step: str, rest: _Path) -> tuple[Any, int, int]:
     obj: dict[str, Any] = {}
     mark = -1
@@ -110,12 +120,9 @@ def _object_at(text: str, pos: int, step: str, rest: _Path) -> tuple[Any, int, i
             obj[key], pos, mark = _value_at(text, pos + 1, rest)
         else:
             obj[key], pos = scan_json(text, pos + 1)
-        c = text[pos]
-        pos += 1
-        if c == "}":
+        closed, pos = _separator(text, pos, "}")
+        if closed:
             return obj, pos, mark
-        if c != ",":
-            raise ValueError("not compact")
 
 
 def _array_at(text: str, pos: int, step: int, rest: _Path) -> tuple[Any, int, int]:
@@ -129,12 +136,9 @@ def _array_at(text: str, pos: int, step: int, rest: _Path) -> tuple[Any, int, in
         else:
             value, pos = scan_json(text, pos)
         items.append(value)
-        c = text[pos]
-        pos += 1
-        if c == "]":
+        closed, pos = _separator(text, pos, "]")
+        if closed:
             return items, pos, mark
-        if c != ",":
-            raise ValueError("not compact")
 
 
 def _size(text: str) -> int:
