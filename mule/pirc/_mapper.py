@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import itertools
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Final, cast, final
 
 from attrs import evolve
 
+from mule._fast_init import maker
 from mule.effects import (
     MessageEnd,
     MessageStart,
@@ -190,11 +191,35 @@ def _assistant_event(data: Mapping[str, Any], partial: WirePartial) -> Assistant
     return None
 
 
-_DELTAS: Final[dict[str, type[TextDeltaEvent | ThinkingDeltaEvent | ToolCallDeltaEvent]]] = {
-    "text_delta": TextDeltaEvent,
-    "thinking_delta": ThinkingDeltaEvent,
-    "toolcall_delta": ToolCallDeltaEvent,
+# The objects made for every streamed delta, made without calling their classes (see
+# mule._fast_init: about half the cost of a keyword call).
+_MAKE_DELTA: Final[
+    dict[
+        str,
+        Callable[[int, str, WirePartial], TextDeltaEvent | ThinkingDeltaEvent | ToolCallDeltaEvent],
+    ]
+] = {
+    "text_delta": maker(TextDeltaEvent),
+    "thinking_delta": maker(ThinkingDeltaEvent),
+    "toolcall_delta": maker(ToolCallDeltaEvent),
 }
+_make_update: Final[
+    Callable[
+        [MuleIdentity, MuleIdentity, MuleIdentity, WirePartial, AssistantMessageEvent],
+        MessageUpdate,
+    ]
+] = maker(MessageUpdate)
+_new_object = object.__new__
+_set_wire_data = WirePartial.__dict__["_data"].__set__
+_set_wire_value = WirePartial.__dict__["_value"].__set__
+
+
+def _wire_partial(data: Mapping[str, Any]) -> WirePartial:
+    """Return `WirePartial(data)`, made without calling the class (once per streamed delta)."""
+    partial: WirePartial = _new_object(WirePartial)
+    _set_wire_data(partial, data)
+    _set_wire_value(partial, None)
+    return partial
 
 
 def _tool_result(data: Any, is_error: bool = False) -> MuleToolResult:
@@ -389,19 +414,16 @@ class EventMapper:
             and (type(raw) is dict or isinstance(raw, Mapping))
             and (type(ame) is dict or isinstance(ame, Mapping))
         ):
-            partial = WirePartial(raw)
-            kind = ame.get("type")
-            if kind == "text_delta" or kind == "thinking_delta" or kind == "toolcall_delta":
+            partial = _wire_partial(raw)
+            make = _MAKE_DELTA.get(ame.get("type"))  # type: ignore[arg-type]
+            if make is not None:
                 index, delta = ame.get("contentIndex"), ame.get("delta")
                 if type(index) is not int:
                     index = _int(ame, "contentIndex")
                 if not isinstance(delta, str):
                     delta = ""
-                event: AssistantMessageEvent | None = _DELTAS[kind](
-                    content_index=index, delta=delta, partial=partial
-                )
-            else:
-                event = _assistant_event(ame, partial)
+                return [_make_update(run, turn, ident, partial, make(index, delta, partial))]
+            event = _assistant_event(ame, partial)
             if event is not None:
                 return [MessageUpdate(run, turn, ident, partial, event)]
         return [OtherPiEvent(run=run, data=data)]

@@ -1,0 +1,67 @@
+"""mule._fast_init: the cheaper constructions give the objects the classes' own calls give."""
+
+from __future__ import annotations
+
+import inspect
+
+import attrs
+import pytest
+
+from mule._fast_init import fast_init, maker
+from mule.effects import MessageUpdate
+from mule.pi import TextContent, TextDeltaEvent, ThinkingDeltaEvent, ToolCallDeltaEvent
+from tests.core.kit import assistant
+
+
+def test_made_and_constructed_delta_events_are_the_same() -> None:
+    """`maker(cls)(fields...)` is `cls(**fields)`: same type, same fields, still frozen."""
+    partial = assistant(TextContent(text="ab"))
+    for cls in (TextDeltaEvent, ThinkingDeltaEvent, ToolCallDeltaEvent):
+        made = maker(cls)(2, "ab", partial)
+        built = cls(content_index=2, delta="ab", partial=partial)
+        assert type(made) is cls
+        assert made == built
+        assert (made.content_index, made.delta, made.partial) == (2, "ab", partial)
+        with pytest.raises(attrs.exceptions.FrozenInstanceError):
+            made.delta = "x"  # type: ignore[misc]
+
+
+def test_fast_init_keeps_the_signature_attrs_wrote() -> None:
+    """Keyword-only fields stay keyword-only, aliases stay the parameter names."""
+    sig = inspect.signature(TextDeltaEvent.__init__)
+    assert list(sig.parameters) == ["self", "content_index", "delta", "partial"]
+    assert all(p.kind is inspect.Parameter.KEYWORD_ONLY for p in list(sig.parameters.values())[1:])
+    with pytest.raises(TypeError):
+        TextDeltaEvent(1, "a", None)  # type: ignore[call-arg, arg-type]
+    assert list(inspect.signature(MessageUpdate.__init__).parameters)[1:] == [
+        "run",
+        "turn",
+        "message",
+        "value",
+        "event",
+    ]
+
+
+def test_classes_whose_init_does_more_are_refused() -> None:
+    """A default, a validator, a converter or a post-init hook: attrs' __init__ stays."""
+
+    @attrs.frozen
+    class WithDefault:
+        a: int = 1
+
+    @attrs.frozen
+    class WithValidator:
+        a: int = attrs.field(validator=attrs.validators.instance_of(int))
+
+    @attrs.frozen
+    class WithPostInit:
+        a: int
+
+        def __attrs_post_init__(self) -> None:
+            pass
+
+    for cls in (WithDefault, WithValidator, WithPostInit):
+        with pytest.raises(TypeError, match="does more than set its fields"):
+            fast_init(cls)
+        with pytest.raises(TypeError, match="does more than set its fields"):
+            maker(cls)
