@@ -214,14 +214,6 @@ _set_wire_data = WirePartial.__dict__["_data"].__set__
 _set_wire_value = WirePartial.__dict__["_value"].__set__
 
 
-def _wire_partial(data: Mapping[str, Any]) -> WirePartial:
-    """Return `WirePartial(data)`, made without calling the class (once per streamed delta)."""
-    partial: WirePartial = _new_object(WirePartial)
-    _set_wire_data(partial, data)
-    _set_wire_value(partial, None)
-    return partial
-
-
 def _tool_result(data: Any, is_error: bool = False) -> MuleToolResult:
     if not isinstance(data, Mapping):
         return MuleToolResult(content=(), is_error=is_error)
@@ -414,8 +406,10 @@ class EventMapper:
             and (type(raw) is dict or isinstance(raw, Mapping))
             and (type(ame) is dict or isinstance(ame, Mapping))
         ):
-            partial = _wire_partial(raw)
             make = _MAKE_DELTA.get(ame.get("type"))  # type: ignore[arg-type]
+            partial = _new_object(WirePartial)  # WirePartial(raw), without calling the class
+            _set_wire_data(partial, raw)
+            _set_wire_value(partial, None)
             if make is not None:
                 index, delta = ame.get("contentIndex"), ame.get("delta")
                 if type(index) is not int:
