@@ -8,6 +8,9 @@ of mule's is looked up by its exact text (a changed class is a different text, s
 is never used), and the code is written to `mule/__pycache__` once the import is done. Only the
 compiling is skipped: attrs still builds every class, runs the code and fills `linecache`.
 
+`mule._publish` compiles the annotation texts it resolves through `cached_compile`, which
+uses the same table while the block runs (keyed by its own filename, `<annotation>`).
+
 Like Python's own bytecode it is not written under `sys.dont_write_bytecode`, and a directory
 that cannot be written is no error. The one number that differs from process to process in
 attrs' scripts, the per-class salt of `__hash__` (a string hash), is left out of the key: a
@@ -71,6 +74,36 @@ def _save(table: dict[str, types.CodeType]) -> None:
         pass  # a read-only install: compile as attrs does
 
 
+class _Table:
+    """The code of one `import mule`: last time's (`known`) and what this one used."""
+
+    __slots__ = ("compiled", "known", "used")
+
+    def __init__(self, known: dict[str, types.CodeType]) -> None:
+        self.known = known
+        self.used: dict[str, types.CodeType] = {}
+        self.compiled = 0
+
+    def code(self, key: str, source: str, filename: str, mode: str) -> types.CodeType:
+        code = self.known.get(key)
+        if code is None:
+            code = compile(source, filename, mode)
+            self.compiled += 1
+        self.used[key] = code
+        return code
+
+
+_active: _Table | None = None  # while `cached_attrs_code` runs
+
+
+def cached_compile(source: str, filename: str, mode: str) -> types.CodeType:
+    """`compile(source, filename, mode)`, reusing last import's code while mule is imported."""
+    table = _active
+    if table is None:
+        return compile(source, filename, mode)
+    return table.code(f"{filename}\n{mode}\n{source}", source, filename, mode)
+
+
 @contextmanager
 def cached_attrs_code() -> Iterator[None]:
     """While the block runs, reuse the compiled code of mule's attrs classes (see the module)."""
@@ -83,9 +116,8 @@ def cached_attrs_code() -> Iterator[None]:
     if original is None:  # pragma: no cover - a future attrs: compile as it does
         yield
         return
-    known = _load()
-    used: dict[str, types.CodeType] = {}
-    compiled = 0
+    global _active
+    table = _Table(_load())
 
     def compile_and_eval(
         script: str,
@@ -93,25 +125,21 @@ def cached_attrs_code() -> Iterator[None]:
         locs: Any = None,
         filename: str = "",
     ) -> None:
-        nonlocal compiled
         if not filename.startswith(_OURS) or " mule." not in filename:
             original(script, globs, locs, filename)
             return
         key = filename + "\n" + _SALT.sub(r"\g<1>0,", script)
-        code = known.get(key)
-        if code is None:
-            code = compile(script, filename, "exec")
-            compiled += 1
-        used[key] = code
-        eval(code, globs, locs)
+        eval(table.code(key, script, filename, "exec"), globs, locs)
 
     _make._compile_and_eval = compile_and_eval
+    _active = table
     try:
         yield
     finally:
         _make._compile_and_eval = original
-    if compiled or used.keys() != known.keys():
-        _save(used)
+        _active = None
+    if table.compiled or table.used.keys() != table.known.keys():
+        _save(table.used)
 
 
-__all__ = ["cached_attrs_code"]
+__all__ = ["cached_attrs_code", "cached_compile"]

@@ -82,13 +82,6 @@ from mule.pi._retry import (
 )
 from mule.pi._stream import AssistantMessageEventStream, IncompleteStreamError
 from mule.pi._validate import ToolValidator, validate_tool_arguments
-from mule.pi.providers import (
-    ProviderSetupError,
-    complete_simple,
-    register_provider,
-    retry_after_ms,
-    stream_simple,
-)
 
 if TYPE_CHECKING:
     from mule.pi._codec import (
@@ -102,19 +95,43 @@ if TYPE_CHECKING:
         to_json,
         to_wire,
     )
+    from mule.pi.providers import (
+        ProviderSetupError,
+        complete_simple,
+        register_provider,
+        retry_after_ms,
+        stream_simple,
+    )
 
-# The codec (cattrs and its hooks) loads on first use: a run does not encode.
-_CODEC_NAMES = (
-    "PI_CODEC",
-    "WireCodec",
-    "WireError",
-    "camel",
-    "decode",
-    "from_json",
-    "from_wire",
-    "to_json",
-    "to_wire",
-)
+# Loaded on first use, as a run given its own stream function needs neither: the codec (cattrs
+# and its hooks; a run does not encode) and the provider registry (`stream_simple`, the default
+# when a run names no stream function).
+_LAZY = {
+    **dict.fromkeys(
+        (
+            "PI_CODEC",
+            "WireCodec",
+            "WireError",
+            "camel",
+            "decode",
+            "from_json",
+            "from_wire",
+            "to_json",
+            "to_wire",
+        ),
+        "mule.pi._codec",
+    ),
+    **dict.fromkeys(
+        (
+            "ProviderSetupError",
+            "complete_simple",
+            "register_provider",
+            "retry_after_ms",
+            "stream_simple",
+        ),
+        "mule.pi.providers",
+    ),
+}
 
 __all__ = [
     "BLOCK_EVENT_TYPES",
@@ -214,5 +231,5 @@ __all__ = [
 from mule._publish import lazy as _lazy  # noqa: E402
 from mule._publish import publish as _publish  # noqa: E402
 
-__getattr__ = _lazy(__name__, globals(), dict.fromkeys(_CODEC_NAMES, "mule.pi._codec"))
+__getattr__ = _lazy(__name__, globals(), _LAZY)
 _publish(__name__, globals(), __all__)

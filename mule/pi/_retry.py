@@ -81,8 +81,11 @@ def _compile(patterns: tuple[str, ...]) -> re.Pattern[str]:
     return re.compile("|".join(patterns), re.IGNORECASE)
 
 
-_NON_RETRYABLE = _compile(_NON_RETRYABLE_PATTERNS)
-_RETRYABLE = _compile(_RETRYABLE_PATTERNS)
+@lru_cache(maxsize=1)
+def _families() -> tuple[re.Pattern[str], re.Pattern[str]]:
+    # Compiled with the first failed call, not with `import mule` (a few ms; most runs never
+    # retry): the account limits, then the retryable families.
+    return _compile(_NON_RETRYABLE_PATTERNS), _compile(_RETRYABLE_PATTERNS)
 
 
 @lru_cache(maxsize=64)
@@ -142,9 +145,10 @@ def is_retryable_assistant_error(
         forced = _overrides(policy.non_retryable_overrides)
         if forced is not None and forced.search(text):
             return True
-    if _NON_RETRYABLE.search(text):
+    non_retryable, retryable = _families()
+    if non_retryable.search(text):
         return False
-    return _RETRYABLE.search(text) is not None
+    return retryable.search(text) is not None
 
 
 def retry_delay_ms(policy: RetryPolicy, retry_number: int) -> float:

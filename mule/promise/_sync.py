@@ -15,7 +15,6 @@ itself, and the threaded path watches for it while it waits.
 from __future__ import annotations
 
 import functools
-import signal as signals
 import sys
 import threading
 from collections.abc import Awaitable, Callable
@@ -48,6 +47,8 @@ def _in_event_loop() -> bool:
 
 def _owns_sigint() -> bool:
     """Whether this thread may take SIGINT for the run: the main thread, default handler."""
+    import signal as signals  # with the first run_sync, not `import mule` (its enums: ~1 ms)
+
     return (
         sys.platform != "win32"  # anyio's signal receiver needs POSIX signals
         and threading.current_thread() is threading.main_thread()
@@ -82,6 +83,8 @@ async def _until(
 
 
 async def _sigint() -> None:
+    import signal as signals
+
     with anyio.open_signal_receiver(signals.SIGINT) as received:
         async for _ in received:
             return  # leaving restores the handler: a second Ctrl-C interrupts at once
