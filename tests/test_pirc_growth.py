@@ -11,6 +11,7 @@ and no record handed out earlier changes afterwards.
 from __future__ import annotations
 
 import copy
+import itertools
 import json
 from pathlib import Path
 from typing import Any
@@ -183,6 +184,36 @@ def test_new_text_that_would_close_the_string_is_read_in_full() -> None:
     assert json.loads(lines[1])["message"]["content"][0] == {"type": "text", "text": "ab", "z": ""}
     decoder = check_stream(lines)
     assert decoder.grown == 0
+
+
+def grown_pair() -> tuple[bytes, bytes]:
+    """Return two successive text updates of real pi output, the second read by growth."""
+    lines = (RECORDED[0].parent / "text.jsonl").read_bytes().splitlines()
+    for first, second in itertools.pairwise(lines):
+        decoder = LineDecoder()
+        decoder.decode(first)
+        decoder.decode(second)
+        if decoder.grown == 1:
+            return first, second
+    raise AssertionError("no grown pair in the recording")
+
+
+def test_every_one_byte_damage_of_a_grown_line_decodes_as_json_loads_does() -> None:
+    """Each byte of a line that would grow, damaged after its reference: json.loads's answer.
+
+    Each byte replaced, dropped or doubled: both copies, the seam and the delta are checked.
+    """
+    a = {"role": "assistant", "content": [{"type": "text", "text": "tok0 tok1"}], "n": 0}
+    b = {**a, "content": [{"type": "text", "text": "tok0 tok1 tok2 é"}]}
+    made = [
+        json.dumps(update("text_delta", 0, "d", m, m), separators=(",", ":")).encode()
+        for m in (a, b)
+    ]
+    assert check_stream(made).grown == 1
+    for first, second in (grown_pair(), made):  # pi's (nothing new yet), and new text
+        for i in range(len(second)):
+            for new in (b"", b"x", b'"', b"\\", b"}", second[i : i + 1] * 2):
+                check_stream([first, second[:i] + new + second[i + 1 :]])
 
 
 def test_parse_counts_and_logs_bad_lines_as_parse_record_does() -> None:

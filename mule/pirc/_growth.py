@@ -43,9 +43,10 @@ _PREFIX: Final = (
 )
 
 # The reference: the head of its kind and block; its response's bytes before the growing
-# string's closing quote ("before"); the bytes from that quote on, _MESSAGE and before again
-# ("joint"); the bytes from the quote on and the line's closing brace; the response, its
-# content, the block, the string's key, the block's index, the kind and the string.
+# string's closing quote ("before"); the bytes from that quote on followed by _MESSAGE
+# ("joint": the same for every line of the block); the bytes from the quote on followed by the
+# line's closing brace; the response, its content, the block, the string's key, the block's
+# index, the kind and the string.
 _Ref = tuple[
     tuple["re.Pattern[bytes]", bytes],
     bytes,
@@ -230,7 +231,8 @@ class LineDecoder:
             (len(line) - start) & 1 == 0  # the two copies cannot be the same length
             or new_end < new
             or not line.startswith(before, start)
-            or not line.startswith(joint, new_end)  # after, _MESSAGE, before
+            or not line.startswith(joint, new_end)  # after, then _MESSAGE
+            or not line.startswith(before, copy)
             or not line.endswith(closing)  # after, "}"
         ):
             return None
@@ -253,7 +255,7 @@ class LineDecoder:
         content[index] = block
         partial = partial.copy()
         partial["content"] = content
-        before, joint = line[start:new_end], line[new_end : copy + new_end - start]
+        before = line[start:new_end]
         self._ref = (head, before, joint, closing, partial, content, block, key, index, kind, text)
         self.grown += 1
         return {
@@ -299,7 +301,7 @@ class LineDecoder:
         self._ref = (
             _head(twin.kind, twin.block),
             line[start:mark],
-            after + _MESSAGE + line[start:mark],
+            after + _MESSAGE,
             after + b"}",
             partial,
             content,
