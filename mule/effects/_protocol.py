@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import TypeAlias, final
 
-from attrs import frozen
 from returns.result import Failure, Result, Success
 
+from mule._record import Record
 from mule.effects._errors import MuleError
 from mule.effects._events import MuleEvent
 from mule.effects._outcome import MuleCompletedTurn, MuleRunOutcome
@@ -24,36 +24,31 @@ from mule.pi import (
 
 
 @final
-@frozen
-class Began:
+class Began(Record):
     """The run was asked to start, at `now_ms` (results a resume builds get that time)."""
 
     now_ms: int = 0
 
 
 @final
-@frozen
-class KeyResolved:
+class KeyResolved(Record):
     """`resolve_api_key` answered (None or "" falls back to the stream options' key)."""
 
     key: str | None
 
 
 @final
-@frozen
-class StreamOpened:
+class StreamOpened(Record):
     """The stream function returned a stream."""
 
 
 @final
-@frozen
-class StreamExhausted:
+class StreamExhausted(Record):
     """The model stream ended without a terminal event."""
 
 
 @final
-@frozen
-class StreamIdled:
+class StreamIdled(Record):
     """No provider event arrived within the idle timeout; `last` is the last partial seen."""
 
     last: AssistantMessage | None
@@ -61,8 +56,7 @@ class StreamIdled:
 
 
 @final
-@frozen
-class ToolPrepared:
+class ToolPrepared(Record):
     """A tool's `prepare` answered for call `index`."""
 
     index: int
@@ -71,8 +65,7 @@ class ToolPrepared:
 
 
 @final
-@frozen
-class ToolPartArrived:
+class ToolPartArrived(Record):
     """The executor of call `index` yielded a part."""
 
     index: int
@@ -81,54 +74,47 @@ class ToolPartArrived:
 
 
 @final
-@frozen
-class ToolExhausted:
+class ToolExhausted(Record):
     """The executor of call `index` ended without a result part."""
 
     index: int
 
 
 @final
-@frozen
-class MessagesAnswered:
+class MessagesAnswered(Record):
     """A steering or follow-up poll answered."""
 
     messages: tuple[Message, ...]
 
 
 @final
-@frozen
-class StopAnswered:
+class StopAnswered(Record):
     """The stop hook answered."""
 
     stop: bool
 
 
 @final
-@frozen
-class RetryAfterAnswered:
+class RetryAfterAnswered(Record):
     """`retry_after_ms` answered for the failed attempt."""
 
     ms: float | None
 
 
 @final
-@frozen
-class Slept:
+class Slept(Record):
     """A requested sleep is over."""
 
 
 @final
-@frozen
-class WorkFailed:
+class WorkFailed(Record):
     """A callback or the stream function failed with a typed error."""
 
     error: MuleError
 
 
 @final
-@frozen
-class CancelRequested:
+class CancelRequested(Record):
     """The run was interrupted (its signal aborted, or its task was cancelled)."""
 
     reason: str
@@ -136,8 +122,7 @@ class CancelRequested:
 
 
 @final
-@frozen
-class ListenerFailed:
+class ListenerFailed(Record):
     """The listener failed on an event."""
 
     error: MuleError
@@ -168,16 +153,14 @@ Fact: TypeAlias = (
 
 
 @final
-@frozen
-class ResolveKey:
+class ResolveKey(Record):
     """Call `resolve_api_key(provider)`; answer `KeyResolved` or `WorkFailed`."""
 
     provider: str
 
 
 @final
-@frozen
-class CallModel:
+class CallModel(Record):
     """Call the stream function (with the attempt's signal); answer `StreamOpened`."""
 
     context: Context
@@ -185,8 +168,7 @@ class CallModel:
 
 
 @final
-@frozen
-class PullModel:
+class PullModel(Record):
     """Pull the next model event; answer with it, `StreamExhausted` or `StreamIdled`."""
 
 
@@ -194,8 +176,7 @@ PULL_MODEL = PullModel()
 
 
 @final
-@frozen
-class CloseModel:
+class CloseModel(Record):
     """Release the current model stream (no answer)."""
 
 
@@ -203,8 +184,7 @@ CLOSE_MODEL = CloseModel()
 
 
 @final
-@frozen
-class PrepareTool:
+class PrepareTool(Record):
     """Call the tool's `prepare` for call `index`; answer `ToolPrepared` or `WorkFailed`."""
 
     index: int
@@ -212,68 +192,59 @@ class PrepareTool:
 
 
 @final
-@frozen
-class StartTools:
+class StartTools(Record):
     """Start executing the prepared calls; each answers with its first `ToolPartArrived`."""
 
     indices: tuple[int, ...]
 
 
 @final
-@frozen
-class PullTool:
+class PullTool(Record):
     """Pull the next part of call `index`'s executor."""
 
     index: int
 
 
 @final
-@frozen
-class CloseTool:
+class CloseTool(Record):
     """Close call `index`'s executor (its result arrived); no answer."""
 
     index: int
 
 
 @final
-@frozen
-class AskSteering:
+class AskSteering(Record):
     """Poll steering messages; answer `MessagesAnswered`."""
 
 
 @final
-@frozen
-class AskFollowUp:
+class AskFollowUp(Record):
     """Poll follow-up messages; answer `MessagesAnswered`."""
 
 
 @final
-@frozen
-class AskStop:
+class AskStop(Record):
     """Ask the stop hook about a completed turn; answer `StopAnswered`."""
 
     turn: MuleCompletedTurn
 
 
 @final
-@frozen
-class AskRetryAfter:
+class AskRetryAfter(Record):
     """Ask `retry_after_ms` about a failed attempt; answer `RetryAfterAnswered`."""
 
     message: AssistantMessage
 
 
 @final
-@frozen
-class Sleep:
+class Sleep(Record):
     """Sleep `ms` milliseconds (cancellable); answer `Slept`."""
 
     ms: float
 
 
 @final
-@frozen
-class Finish:
+class Finish(Record):
     """The run is over: its one verdict, a completed or cancelled outcome or a typed failure."""
 
     result: Result[MuleRunOutcome, MuleError]

@@ -35,6 +35,7 @@ from typing import Literal, TypeAlias, final
 
 from attrs import frozen
 
+from mule._record import Record
 from mule.effects._identity import MuleIdentity
 from mule.effects._limits import LimitName, RunLimits
 from mule.effects._resume import MuleResume
@@ -55,8 +56,7 @@ from mule.pi import (
 
 
 @final
-@frozen
-class RunConfig:
+class RunConfig(Record):
     """What does not change during a run."""
 
     run: MuleIdentity
@@ -80,30 +80,26 @@ class RunConfig:
 
 
 @final
-@frozen
-class NotStarted:
+class NotStarted(Record):
     """Before `Began`."""
 
 
 @final
-@frozen
-class Polling:
+class Polling(Record):
     """Waiting for the steering or follow-up poll."""
 
     kind: Literal["steering", "follow_up"]
 
 
 @final
-@frozen
-class ResolvingKey:
+class ResolvingKey(Record):
     """Waiting for `resolve_api_key` before attempt `attempt`."""
 
     attempt: int
 
 
 @final
-@frozen
-class Streaming:
+class Streaming(Record):
     """Model attempt `attempt` is open (`started` once its `start` event arrived)."""
 
     attempt: int
@@ -113,8 +109,7 @@ class Streaming:
 
 
 @final
-@frozen
-class AwaitingRetryAfter:
+class AwaitingRetryAfter(Record):
     """Waiting for `retry_after_ms` before backing off from attempt `attempt`."""
 
     attempt: int
@@ -122,16 +117,14 @@ class AwaitingRetryAfter:
 
 
 @final
-@frozen
-class BackingOff:
+class BackingOff(Record):
     """Sleeping before attempt `attempt + 1`."""
 
     attempt: int
 
 
 @final
-@frozen
-class Batch:
+class Batch(Record):
     """One assistant message's tool calls, from the first start to the last result message."""
 
     message: AssistantMessage
@@ -150,24 +143,21 @@ class Batch:
 
 
 @final
-@frozen
-class RunningTools:
+class RunningTools(Record):
     """A tool batch is in progress."""
 
     batch: Batch
 
 
 @final
-@frozen
-class AwaitingStop:
+class AwaitingStop(Record):
     """Waiting for the stop hook; `more` says whether the tool batch asked for another turn."""
 
     more: bool
 
 
 @final
-@frozen
-class Over:
+class Over(Record):
     """The run finished; nothing more may happen."""
 
 
