@@ -299,8 +299,33 @@ class EventMapper:
     def map(self, data: Mapping[str, Any]) -> list[BridgeEvent]:
         """Translate one pi event (never a `response`)."""
         kind = data.get("type")
-        if kind == "message_update":  # most of pi's lines: straight to its own path
-            return self._update(data)
+        if kind == "message_update":  # most of pi's lines: first, and inline
+            run, turn, ident = self._run, self._turn, self._message
+            raw = data.get("message")
+            ame = data.get("assistantMessageEvent")
+            # `type(x) is dict` first: decoded records are dicts, and the ABC check costs more
+            if (
+                run is not None
+                and turn is not None
+                and ident is not None
+                and (type(raw) is dict or isinstance(raw, Mapping))
+                and (type(ame) is dict or isinstance(ame, Mapping))
+            ):
+                make = _MAKE_DELTA.get(ame.get("type"))  # type: ignore[arg-type]
+                partial = _new_object(WirePartial)  # WirePartial(raw), without calling the class
+                _set_wire_data(partial, raw)
+                _set_wire_value(partial, None)
+                if make is not None:
+                    index, delta = ame.get("contentIndex"), ame.get("delta")
+                    if type(index) is not int:
+                        index = _int(ame, "contentIndex")
+                    if not isinstance(delta, str):
+                        delta = ""
+                    return [_make_update(run, turn, ident, partial, make(index, delta, partial))]
+                event = _assistant_event(ame, partial)
+                if event is not None:
+                    return [MessageUpdate(run, turn, ident, partial, event)]
+            return [OtherPiEvent(run=run, data=data)]
         run = self._run
         match kind:
             case "agent_start":
@@ -393,34 +418,6 @@ class EventMapper:
         if run is None or turn is None or not isinstance(msg, AssistantMessage):
             return [OtherPiEvent(run=run, data=data)]
         return [TurnEnd(run=run, turn=turn, message=msg, tool_results=tool_results)]
-
-    def _update(self, data: Mapping[str, Any]) -> list[BridgeEvent]:
-        run, turn, ident = self._run, self._turn, self._message
-        raw = data.get("message")
-        ame = data.get("assistantMessageEvent")
-        # `type(x) is dict` first: decoded records are dicts, and the ABC check costs more
-        if (
-            run is not None
-            and turn is not None
-            and ident is not None
-            and (type(raw) is dict or isinstance(raw, Mapping))
-            and (type(ame) is dict or isinstance(ame, Mapping))
-        ):
-            make = _MAKE_DELTA.get(ame.get("type"))  # type: ignore[arg-type]
-            partial = _new_object(WirePartial)  # WirePartial(raw), without calling the class
-            _set_wire_data(partial, raw)
-            _set_wire_value(partial, None)
-            if make is not None:
-                index, delta = ame.get("contentIndex"), ame.get("delta")
-                if type(index) is not int:
-                    index = _int(ame, "contentIndex")
-                if not isinstance(delta, str):
-                    delta = ""
-                return [_make_update(run, turn, ident, partial, make(index, delta, partial))]
-            event = _assistant_event(ame, partial)
-            if event is not None:
-                return [MessageUpdate(run, turn, ident, partial, event)]
-        return [OtherPiEvent(run=run, data=data)]
 
     def _message_event(self, kind: str, data: Mapping[str, Any]) -> list[BridgeEvent]:
         run, turn = self._run, self._turn
