@@ -32,7 +32,6 @@ from mule.pirc._framing import (
 )
 
 _STRING: Final = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)  # a JSON string's extent
-_PLAIN: Final = re.compile(rb'[^"\\\x00-\x1f]*')  # string content that is its own value
 _DELTA_END: Final = b'","partial":'
 _HIGH, _HIGH_END, _LOW, _LOW_END = "\ud800", "\udbff", "\udc00", "\udfff"
 _MESSAGE: Final = b'},"message":'
@@ -240,13 +239,14 @@ class LineDecoder:
         if not line.startswith(added, copy + len(before)):
             return None
         try:
-            if _PLAIN.fullmatch(line, new, new_end) is not None:
-                text += added.decode("utf-8", "surrogatepass")
-            else:
-                more = _string('"' + added.decode("utf-8", "surrogatepass") + '"')
+            more = added.decode("utf-8", "surrogatepass")
+            # Text with no quote, backslash or control character is its own value (a printable
+            # one has none of the last); anything else is scanned as a JSON string.
+            if '"' in more or "\\" in more or not more.isprintable():
+                more = _string('"' + more + '"')
                 if more and text and _HIGH <= text[-1] <= _HIGH_END and _LOW <= more[0] <= _LOW_END:
                     return None  # json.loads joins an escaped pair across the seam: read it all
-                text += more
+            text += more
         except (LookupError, StopIteration, ValueError, RecursionError):
             return None
         block = block.copy()
