@@ -8,6 +8,8 @@ of mule's is looked up by its exact text (a changed class is a different text, s
 is never used), and the code is written to `mule/__pycache__` once the import is done. Only the
 compiling is skipped: attrs still builds every class, runs the code and fills `linecache`.
 
+When mule is the first to import attrs, the code of attrs' own classes (its validators,
+`Attribute`, ...), defined while `import attr` runs, is kept the same way (`_WhenAttrsLoads`).
 `mule._publish` compiles the annotation texts it resolves through `cached_compile`, which
 uses the same table while the block runs (keyed by its own filename, `<annotation>`).
 
@@ -104,41 +106,74 @@ def cached_compile(source: str, filename: str, mode: str) -> types.CodeType:
     return table.code(f"{filename}\n{mode}\n{source}", source, filename, mode)
 
 
+class _WhenAttrsLoads:
+    """A meta path finder that hands `attr._make` to `install` once it is loaded.
+
+    attrs defines 28 classes of its own (its validators, `Attribute`, ...) while `import attr`
+    runs; when mule is the first to import attrs, their code comes from the table too. Finding
+    nothing itself, it only watches `attr`'s imports go by.
+    """
+
+    def __init__(self, install: Callable[[types.ModuleType], None]) -> None:
+        self.install = install
+
+    def find_spec(self, fullname: str, path: object = None, target: object = None) -> None:
+        make = sys.modules.get("attr._make") if fullname.startswith("attr.") else None
+        if make is not None:
+            self.install(make)
+
+
 @contextmanager
 def cached_attrs_code() -> Iterator[None]:
     """While the block runs, reuse the compiled code of mule's attrs classes (see the module)."""
-    try:
-        from attr import _make
-    except ImportError:  # pragma: no cover - attrs without the module: nothing to cache
-        yield
-        return
-    original: Callable[..., Any] | None = getattr(_make, "_compile_and_eval", None)
-    if original is None:  # pragma: no cover - a future attrs: compile as it does
-        yield
-        return
     global _active
     table = _Table(_load())
+    patched: list[tuple[types.ModuleType, Callable[..., Any]]] = []
 
-    def compile_and_eval(
-        script: str,
-        globs: dict[str, Any] | None,
-        locs: Any = None,
-        filename: str = "",
-    ) -> None:
-        if not filename.startswith(_OURS) or " mule." not in filename:
-            original(script, globs, locs, filename)
+    def install(make: types.ModuleType) -> None:
+        original: Callable[..., Any] | None = getattr(make, "_compile_and_eval", None)
+        if patched or original is None:  # done, or not defined yet (or a future attrs)
             return
-        key = filename + "\n" + _SALT.sub(r"\g<1>0,", script)
-        eval(table.code(key, script, filename, "exec"), globs, locs)
 
-    _make._compile_and_eval = compile_and_eval
-    _active = table
+        def compile_and_eval(
+            script: str,
+            globs: dict[str, Any] | None,
+            locs: Any = None,
+            filename: str = "",
+        ) -> None:
+            if not filename.startswith(_OURS) or not (" mule." in filename or " attr." in filename):
+                original(script, globs, locs, filename)
+                return
+            key = filename + "\n" + _SALT.sub(r"\g<1>0,", script)
+            eval(table.code(key, script, filename, "exec"), globs, locs)
+
+        make._compile_and_eval = compile_and_eval  # type: ignore[attr-defined]
+        patched.append((make, original))
+
+    first = "attr" not in sys.modules  # then attrs' own classes are defined in the block
+    watch = _WhenAttrsLoads(install)
+    if first:
+        sys.meta_path.insert(0, watch)
     try:
+        try:
+            from attr import _make
+        except ImportError:  # pragma: no cover - attrs without the module: nothing to cache
+            pass
+        else:
+            install(_make)
+        _active = table
         yield
     finally:
-        _make._compile_and_eval = original
+        if first:
+            sys.meta_path.remove(watch)
+        for make, original in patched:
+            make._compile_and_eval = original  # type: ignore[attr-defined]
         _active = None
-    if table.compiled or table.used.keys() != table.known.keys():
+    if not first:  # attrs came before mule: keep its classes' code for a process where not
+        for key, code in table.known.items():
+            if key.startswith(_OURS) and " attr." in key.partition("\n")[0]:
+                table.used.setdefault(key, code)
+    if patched and (table.compiled or table.used.keys() != table.known.keys()):
         _save(table.used)
 
 

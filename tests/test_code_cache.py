@@ -99,3 +99,51 @@ def test_nothing_is_written_under_dont_write_bytecode(copy: tuple[Path, Path]) -
     root, cache = copy
     assert len(_import(root, write=False)) > 50
     assert not cache.exists()
+
+
+# Counts the scripts attrs compiles for its own validators (defined while `import attr` runs);
+# with `import attrs` first they are defined before mule's import, outside the cache's reach.
+_ATTRS_PROBE = """
+import builtins, json, sys
+{before}
+real = builtins.compile
+compiled = []
+def counting(source, filename, *args, **kwargs):
+    if str(filename).startswith("<attrs generated") and " attr.validators." in str(filename):
+        compiled.append(str(filename))
+    return real(source, filename, *args, **kwargs)
+builtins.compile = counting
+import mule
+builtins.compile = real
+from attrs import validators
+assert validators.instance_of(int) == validators.instance_of(int)
+print(json.dumps(compiled))
+"""
+
+
+def _import_attrs_probe(root: Path, before: str = "") -> list[str]:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env["PYTHONPATH"] = str(root)
+    probe = _ATTRS_PROBE.format(before=before)
+    out = subprocess.run(
+        [sys.executable, "-c", probe], cwd=root, env=env, check=True, capture_output=True
+    )
+    compiled: list[str] = json.loads(out.stdout.decode().strip().splitlines()[-1])
+    return compiled
+
+
+def test_attrs_own_classes_are_cached_when_mule_imports_attrs(copy: tuple[Path, Path]) -> None:
+    """When `import mule` brings attrs, its validators' code comes from the cache."""
+    root, _ = copy
+    assert len(_import_attrs_probe(root)) > 5
+    assert _import_attrs_probe(root) == []
+
+
+def test_an_import_after_attrs_keeps_attrs_entries(copy: tuple[Path, Path]) -> None:
+    """An import after attrs' own neither drops their entries nor rewrites the file."""
+    root, cache = copy
+    _import_attrs_probe(root)
+    written = cache.read_bytes()
+    _import_attrs_probe(root, before="import attrs")  # attrs' classes compiled before mule's
+    assert cache.read_bytes() == written  # nothing dropped, nothing rewritten
+    assert _import_attrs_probe(root) == []
