@@ -8,7 +8,7 @@ from attrs import evolve
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mule.effects import MulePortsInput, MuleRunOutcome, RunEnd
+from mule.effects import MessageUpdate, MulePortsInput, MuleRunOutcome, RunEnd
 from mule.effects._checks import check_input
 from mule.effects._errors import MuleError
 from mule.effects._identity import MuleIdentity
@@ -44,8 +44,9 @@ from mule.effects._state import (
     Streaming,
 )
 from mule.effects._tools import MuleToolExecutionPart, MuleToolRejection, MuleToolResult
-from mule.effects._transition import expects, initial_state, step, stream_update
+from mule.effects._transition import expects, initial_state, step, stream_update, update_ids
 from mule.pi import (
+    BLOCK_EVENT_TYPES,
     AssistantMessage,
     DoneEvent,
     Model,
@@ -159,3 +160,17 @@ def test_stream_update_is_exactly_steps_hot_path(phase: Phase, fact: Fact) -> No
     assert commands == (update, PULL_MODEL)
     assert type(phase) is Streaming
     assert phase.started
+
+
+@given(st.sampled_from(PHASES), st.sampled_from(FACTS))
+def test_update_ids_make_exactly_stream_update(phase: Phase, fact: Fact) -> None:
+    """The interpreter's update from `update_ids` is `stream_update`'s, for every block event."""
+    state = _state(phase)
+    ids = update_ids(state)
+    update = stream_update(state, fact)
+    if ids is None or type(fact) not in BLOCK_EVENT_TYPES:
+        assert update is None
+        return
+    assert type(update) is MessageUpdate
+    assert update == MessageUpdate(*ids, fact._partial, fact)  # type: ignore[union-attr, arg-type]
+    assert update._value is fact._partial  # type: ignore[union-attr]  # the snapshot, unbuilt

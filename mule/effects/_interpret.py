@@ -61,8 +61,9 @@ from mule.effects._protocol import (
 from mule.effects._settings import MuleStreamFunction
 from mule.effects._state import RunConfig, RunState
 from mule.effects._tools import MulePreparedCall, MuleToolExecutionPart, MuleToolRejection
-from mule.effects._transition import step, stream_update
+from mule.effects._transition import step, update_ids
 from mule.pi import (
+    BLOCK_EVENT_TYPES,
     EVENT_CLASSES,
     AbortController,
     AbortSignal,
@@ -73,6 +74,7 @@ from mule.pi import (
 
 _EVENTS = frozenset(EVENT_TYPES.values())
 _PI_EVENTS = frozenset(EVENT_CLASSES)
+_BLOCK_EVENTS = BLOCK_EVENT_TYPES
 _PULL = "pull"
 _TOOL_TASK = "mule tool executor"
 
@@ -202,84 +204,102 @@ class Interpreter:
         signal = self.signal
         checkpoint = _backend_checkpoint()
         timed = signal.deadline is not None  # a timeout signal aborts by the clock
-        fact: Fact | None = Began(now_ms())
-        ticks = 0
-        while True:
-            state, commands = step(state, fact)  # type: ignore[arg-type]
-            self.state = state
-            fact = None
-            for cmd in commands:
-                kind = type(cmd)
-                if kind in _EVENTS:
-                    if kind is RunEnd:
-                        self.ended = True
-                        last = commands[-1]
-                        self.final = last if isinstance(last, Finish) else None
-                    if listener is None:
-                        continue
-                    try:
-                        res = await listener(cmd, signal)  # type: ignore[arg-type]
-                    except Exception as exc:  # a Result listener that raised anyway
-                        res = Failure(error_from("listener", "the listener raised", exc))
-                    # The listener may have cancelled this task's scope without a checkpoint.
-                    # That check costs about a microsecond, so streamed deltas (the hot path)
-                    # are checked every 32nd; every other event at once.
-                    if kind is not MessageUpdate or not (ticks := ticks + 1) & 31:
-                        await checkpoint()
-                    if (signal.fired or (timed and signal.aborted)) and not self.ended:
-                        return None
-                    if type(res) is not Success and isinstance(res, Failure):
-                        fact = ListenerFailed(res.failure())
-                        break
-                elif kind is PullModel:
-                    if self.deadline is not None:
-                        fact = await self._pull_model()
-                        continue
-                    stream = self.stream
-                    assert stream is not None
-                    # The streamed deltas: while the machine's answer to an event would only
-                    # be its message_update and the next pull (`stream_update`), emit that and
-                    # pull again here; any other event goes to `step`.
-                    while True:
-                        try:
-                            event = await stream.__anext__()
-                        except StopAsyncIteration:
-                            fact = StreamExhausted()
-                            break
-                        except Exception as exc:
-                            fact = _failed("model", "the model stream raised", exc)
-                            break
-                        if type(event) not in _PI_EVENTS:
-                            fact = self._checked(event)
-                            break
-                        self.last_event = event
-                        if (signal.fired or (timed and signal.aborted)) and not self.ended:
-                            return None
-                        update = stream_update(state, event)
-                        if update is None:
-                            fact = event
-                            break
+        # The signal's abort, as a local: read twice per streamed delta, and a local is
+        # cheaper than the signal's property (listeners run inside `abort()`, so it is as
+        # current as `signal.fired`; a due timeout is still read from `signal.aborted`).
+        fired = False
+
+        def on_abort(_: AbortSignal) -> None:
+            nonlocal fired
+            fired = True
+
+        signal.add_listener(on_abort)
+        try:
+            fact: Fact | None = Began(now_ms())
+            ticks = 0
+            while True:
+                state, commands = step(state, fact)  # type: ignore[arg-type]
+                self.state = state
+                fact = None
+                for cmd in commands:
+                    kind = type(cmd)
+                    if kind in _EVENTS:
+                        if kind is RunEnd:
+                            self.ended = True
+                            last = commands[-1]
+                            self.final = last if isinstance(last, Finish) else None
                         if listener is None:
                             continue
                         try:
-                            res = await listener(update, signal)
+                            res = await listener(cmd, signal)  # type: ignore[arg-type]
                         except Exception as exc:  # a Result listener that raised anyway
                             res = Failure(error_from("listener", "the listener raised", exc))
-                        if not (ticks := ticks + 1) & 31:
+                        # The listener may have cancelled this task's scope without a
+                        # checkpoint. That check costs about a microsecond, so streamed deltas
+                        # (the hot path) are checked every 32nd; every other event at once.
+                        if kind is not MessageUpdate or not (ticks := ticks + 1) & 31:
                             await checkpoint()
-                        if (signal.fired or (timed and signal.aborted)) and not self.ended:
+                        if (fired or (timed and signal.aborted)) and not self.ended:
                             return None
                         if type(res) is not Success and isinstance(res, Failure):
                             fact = ListenerFailed(res.failure())
                             break
-                elif kind is Finish:
-                    return cmd  # type: ignore[return-value]
-                else:
-                    fact = await self._perform(cmd)  # type: ignore[arg-type]  # the rest
-            if fact is None:
-                fact = await self.inbox.receive()
-            if (signal.fired or (timed and signal.aborted)) and not self.ended:
-                return None
+                    elif kind is PullModel:
+                        ids = None if self.deadline is not None else update_ids(state)
+                        if ids is None:  # timed pulls, and the attempt's first event
+                            fact = await self._pull_model()
+                            continue
+                        run_id, turn_id, message_id = ids
+                        pull = self.stream.__anext__  # type: ignore[union-attr]
+                        # The streamed deltas: while the machine's answer to an event would
+                        # only be its message_update and the next pull (`stream_update`, made
+                        # here from `update_ids`: the state does not change meanwhile), emit
+                        # that and pull again here; any other event goes to `step`.
+                        while True:
+                            try:
+                                event = await pull()
+                            except StopAsyncIteration:
+                                fact = StreamExhausted()
+                                break
+                            except Exception as exc:
+                                fact = _failed("model", "the model stream raised", exc)
+                                break
+                            if type(event) not in _BLOCK_EVENTS:
+                                fact = self._checked(event)
+                                break
+                            self.last_event = event
+                            if (fired or (timed and signal.aborted)) and not self.ended:
+                                return None
+                            if listener is None:
+                                continue
+                            update = MessageUpdate(
+                                run_id,
+                                turn_id,
+                                message_id,
+                                event._partial,  # type: ignore[union-attr]  # lazy, as it is
+                                event,
+                            )
+                            try:
+                                res = await listener(update, signal)
+                            except Exception as exc:  # a Result listener that raised anyway
+                                res = Failure(error_from("listener", "the listener raised", exc))
+                            if not (ticks := ticks + 1) & 31:
+                                await checkpoint()
+                            if (fired or (timed and signal.aborted)) and not self.ended:
+                                return None
+                            if type(res) is not Success and isinstance(res, Failure):
+                                fact = ListenerFailed(res.failure())
+                                break
+                    elif kind is Finish:
+                        return cmd  # type: ignore[return-value]
+                    else:
+                        fact = await self._perform(cmd)  # type: ignore[arg-type]  # the rest
+                if fact is None:
+                    fact = await self.inbox.receive()
+                if (fired or (timed and signal.aborted)) and not self.ended:
+                    return None
+        finally:
+            signal.remove_listener(on_abort)
 
     def _checked(self, event: object) -> Fact:
         if type(event) not in _PI_EVENTS:

@@ -140,15 +140,26 @@ def stream_update(state: RunState, fact: Fact) -> MessageUpdate | None:
     This is `step`'s hot path on its own: for such a fact `step` returns the state unchanged
     with `(update, PULL_MODEL)`, so the interpreter may emit it and pull again without a step.
     """
+    if type(fact) in _BLOCK_EVENTS:
+        ids = update_ids(state)
+        if ids is not None:
+            run, turn, message = ids
+            # `_partial`: the lazy snapshot as it is (the `partial` property would build it).
+            return MessageUpdate(run, turn, message, fact._partial, fact)  # type: ignore[union-attr, arg-type]
+    return None
+
+
+def update_ids(state: RunState) -> tuple[MuleIdentity, MuleIdentity, MuleIdentity] | None:
+    """Return the run, turn and message of the updates block events make in `state`, or None.
+
+    None when a streamed block event is more than a message_update in `state`. The state does
+    not change while block events stream, so the interpreter asks once per run of them and
+    makes each `stream_update` itself: `MessageUpdate(run, turn, message, event._partial,
+    event)`.
+    """
     phase = state.phase
-    if type(fact) in _BLOCK_EVENTS and type(phase) is Streaming and phase.started:
-        return MessageUpdate(
-            state.cfg.run,
-            phase.turn,
-            phase.message,
-            fact.partial_source,  # type: ignore[union-attr]  # the lazy snapshot, as it is
-            fact,  # type: ignore[arg-type]
-        )
+    if type(phase) is Streaming and phase.started:
+        return state.cfg.run, phase.turn, phase.message
     return None
 
 
@@ -262,4 +273,4 @@ def _begin(t: _Txn) -> None:
         _turn_body(t, ())
 
 
-__all__ = ["EVENT_FACTS", "expects", "initial_state", "step", "stream_update"]
+__all__ = ["EVENT_FACTS", "expects", "initial_state", "step", "stream_update", "update_ids"]
