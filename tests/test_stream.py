@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Sequence
-from typing import Literal, TypeAlias
+from typing import Any, Literal, TypeAlias
 
 import anyio
 import anyio.lowlevel
@@ -412,3 +412,73 @@ async def test_any_push_sequence_yields_events_up_to_the_first_terminal(
             await result_of(stream)
     else:
         assert (await result_of(stream)) is expected_result
+
+
+# -- the consumer's own pull (`_direct` / `_took` / `_exhausted`, mule's interpreter) -----------
+
+SourceOp: TypeAlias = Literal["event", "done", "error", "push", "end"]
+SOURCE_OPS = st.lists(
+    st.sampled_from(["event", "event", "event", "done", "error", "push", "end"]), max_size=10
+)
+
+
+async def read_direct(stream: AssistantMessageEventStream) -> AssistantMessageEvent:
+    """Read one event as mule's interpreter does: the source itself while the stream allows."""
+    source = stream._direct()
+    if source is None:
+        return await stream.__anext__()
+    try:
+        event = await source.__anext__()
+    except StopAsyncIteration:
+        stream._exhausted()
+        return await stream.__anext__()
+    if not stream._took(event):
+        return await stream.__anext__()
+    return event
+
+
+@given(ops=SOURCE_OPS)
+async def test_reading_the_source_directly_is_reading_anext(ops: list[SourceOp]) -> None:
+    """Through `_direct`/`_took`, a consumer sees what `__anext__` gives: events, done, result.
+
+    The source may push into its own stream or end it while it is being awaited (the stream
+    changed meanwhile), so the full rules must apply then too.
+    """
+
+    async def outcome(
+        read: Callable[[AssistantMessageEventStream], Any],
+    ) -> tuple[list[str], bool, object]:
+        holder: list[AssistantMessageEventStream] = []
+        makers: dict[str, Callable[[int], AssistantMessageEvent]] = {
+            "event": delta,
+            "done": done,
+            "error": error,
+        }
+
+        async def source() -> AsyncIterator[AssistantMessageEvent]:
+            for n, op in enumerate(ops):
+                await anyio.lowlevel.checkpoint()
+                if op == "push":
+                    holder[0].push(delta(100 + n))
+                elif op == "end":
+                    holder[0].end()
+                else:
+                    yield makers[op](n)
+
+        stream = AssistantMessageEventStream.from_source(source())
+        holder.append(stream)
+        seen: list[str] = []
+        with anyio.fail_after(5):
+            while True:
+                try:
+                    event = await read(stream)
+                except StopAsyncIteration:
+                    break
+                seen.append(repr(event))
+            try:
+                result: object = (await stream.result()).timestamp
+            except IncompleteStreamError:
+                result = "incomplete"
+        return seen, stream.done, result
+
+    assert await outcome(read_direct) == await outcome(lambda s: s.__anext__())

@@ -250,14 +250,30 @@ class Interpreter:
                             fact = await self._pull_model()
                             continue
                         run_id, turn_id, message_id = ids
-                        pull = self.stream.__anext__  # type: ignore[union-attr]
+                        stream = self.stream
+                        assert stream is not None
+                        pull = stream.__anext__
+                        # Pi's own pull stream is read past: its source awaited here (see
+                        # `AssistantMessageEventStream._direct`).
+                        ours = type(stream) is AssistantMessageEventStream
                         # The streamed deltas: while the machine's answer to an event would
                         # only be its message_update and the next pull (`stream_update`, made
                         # here from `update_ids`: the state does not change meanwhile), emit
                         # that and pull again here; any other event goes to `step`.
                         while True:
                             try:
-                                event = await pull()
+                                source = stream._direct() if ours else None
+                                if source is None:
+                                    event = await pull()
+                                else:
+                                    try:
+                                        event = await source.__anext__()
+                                    except StopAsyncIteration:
+                                        stream._exhausted()
+                                        event = await pull()  # what the stream still holds
+                                    else:
+                                        if not stream._took(event):
+                                            event = await pull()
                             except StopAsyncIteration:
                                 fact = StreamExhausted()
                                 break

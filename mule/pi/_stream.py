@@ -103,7 +103,8 @@ class AssistantMessageEventStream:
                 self._source = None
                 self.end()
             else:
-                if self.done or self._queue or self._waiter is not None:  # changed meanwhile
+                # Changed meanwhile? (mypy keeps `not self._done` from before the await.)
+                if self._done or self._queue or self._waiter is not None:  # type: ignore[redundant-expr]
                     self.push(event)  # so the full rules apply
                 else:
                     kind = type(event)
@@ -123,6 +124,39 @@ class AssistantMessageEventStream:
                 continue
             waiter = self._waiter = anyio.Event()
             await waiter.wait()
+
+    # -- the consumer's own pull: mule's interpreter, per streamed delta ------------------
+    # `__anext__` is a coroutine made for every event; a consumer that awaits the source
+    # itself while nothing else feeds the stream saves it (and the frame), and hands each
+    # event back through `_took`, which applies what `__anext__` would have.
+
+    def _direct(self) -> AsyncIterator[AssistantMessageEvent] | None:
+        """Return the source while `__anext__` would only await its next event, else None."""
+        if self._queue or self._done:
+            return None
+        return self._source
+
+    def _took(self, event: AssistantMessageEvent) -> bool:
+        """Account for `event`, awaited from `_direct()`'s source by the consumer.
+
+        True: the consumer has it, as from `__anext__`. False: the stream changed meanwhile
+        (an event pushed, the stream ended), so `event` was queued by the full rules and the
+        consumer reads `__anext__` instead.
+        """
+        if self._done or self._queue or self._waiter is not None:
+            self.push(event)
+            return False
+        kind = type(event)
+        if kind is DoneEvent:
+            self._finish(event.message)  # type: ignore[union-attr]
+        elif kind is ErrorEvent:
+            self._finish(event.error)  # type: ignore[union-attr]
+        return True
+
+    def _exhausted(self) -> None:
+        """Account for the end of `_direct()`'s source, awaited by the consumer."""
+        self._source = None
+        self.end()
 
     async def _pull(self) -> None:
         assert self._source is not None
