@@ -17,6 +17,7 @@ from mule.pi._messages import ZERO_USAGE, AssistantMessage, StopReason, Usage
 from mule.pi._partial_json import parse_streaming_json
 
 BlockKind = Literal["text", "thinking", "toolCall"]
+_new = object.__new__
 
 
 class _Fragments:
@@ -211,7 +212,12 @@ class PartialBuilder:
         kinds, all_frags, metas = self._kinds, self._frags, self._meta
         if len(all_frags) == 1:  # the common case, taken at every streamed delta
             frags = all_frags[0]
-            return PartialSnapshot(self._head, ((kinds[0], frags, len(frags.parts), metas[0]),))
+            # What `PartialSnapshot(head, entries)` makes, without the call of its __init__.
+            snap = _new(PartialSnapshot)
+            snap._head = self._head
+            snap._entries = ((kinds[0], frags, len(frags.parts), metas[0]),)
+            snap._message = None
+            return snap
         entries = [
             (kind, frags, len(frags.parts), meta)
             for kind, frags, meta in zip(kinds, all_frags, metas, strict=True)
