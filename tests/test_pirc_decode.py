@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from mule.pi import stringify
 from mule.pirc import LineError, decode_line, parse_record
-from mule.pirc._framing import DEFAULT_DEPTH, _openings_exceed, nesting_exceeds
+from mule.pirc._framing import DEFAULT_DEPTH, _decode_compact, _openings_exceed, nesting_exceeds
 
 RECORDED = sorted((Path(__file__).parent / "pirc" / "recorded").glob("*.jsonl"))
 KINDS = ["text_delta", "thinking_delta", "toolcall_delta", "text_start", "text_end", "toolcall_end"]
@@ -104,6 +104,53 @@ def test_updates_decode_as_json_loads_does(
     """Compact or not, whole or damaged, an update line decodes to json.loads's value or fails."""
     text = json.dumps(rec, separators=(",", ":"), ensure_ascii=ascii_only)
     same_as_json_loads(damaged(data.draw, text.encode("utf-8", "surrogatepass")))
+
+
+@given(
+    st.dictionaries(st.text(), VALUES, max_size=5),
+    st.sampled_from([(",", ":"), (", ", ": ")]),
+    st.booleans(),
+    st.data(),
+)
+def test_other_records_decode_as_json_loads_does(
+    rec: dict[str, Any], separators: tuple[str, str], ascii_only: bool, data: st.DataObject
+) -> None:
+    """Any other object, compact or not, whole or damaged, decodes to json.loads's value or fails.
+
+    A line that starts `{"` is read by the scanner directly; the rest go to json.loads.
+    """
+    text = json.dumps(rec, separators=separators, ensure_ascii=ascii_only)
+    same_as_json_loads(damaged(data.draw, text.encode("utf-8", "surrogatepass")))
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        b'{"type":"agent_start"}',
+        b'{"type":"agent_start"} ',  # whitespace after: json.loads allows it
+        b'{"type":"agent_start"}\r',
+        b'{"type":"agent_start"}x',  # extra data
+        b'{"type":"agent_start"',  # cut
+        b'{"a":1}{"b":2}',
+        b'{"a":"\xff"}',  # not UTF-8
+        b'{"a":"\xed\xa0\x80"}',  # a lone surrogate, as json.loads reads UTF-8 bytes
+        b'{"a":"\\ud83d\\ude00","b":[1.0,-0.0,true,null]}',
+        b'{"a":1,"a":2}',  # a repeated key: the last one, as in json.loads
+        '{"a":1}'.encode("utf-16-le"),  # json.loads detects UTF-16 from the zero bytes
+        b"\xef\xbb\xbf{}",  # a UTF-8 byte order mark
+        b'{"a":NaN,"b":-Infinity}',
+    ],
+)
+def test_edge_records_decode_as_json_loads_does(line: bytes) -> None:
+    """Records at the compact reader's edges: the value json.loads gives, or a `LineError`."""
+    same_as_json_loads(line)
+
+
+def test_compact_records_skip_json_loads() -> None:
+    """A compact object line is read by the scanner; one with whitespace after it is not."""
+    assert _decode_compact(b'{"type":"agent_start"}') == {"type": "agent_start"}
+    assert _decode_compact(b'{"type":"agent_start"} ') is None
+    assert _decode_compact(b'{"type":"agent_start"') is None
 
 
 @pytest.mark.parametrize("path", RECORDED, ids=[p.stem for p in RECORDED])

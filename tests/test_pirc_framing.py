@@ -55,6 +55,7 @@ def test_unicode_separators_are_not_line_ends() -> None:
 def test_only_one_trailing_cr_is_stripped() -> None:
     """A CRLF record loses one CR; a bare CR mid-record is content."""
     assert LineFramer(64).feed(b"ab\r\r\nc\rd\n") == [b"ab\r", b"c\rd"]
+    assert LineFramer(4).feed(b"ab\r\r\nc\rd\n") == [b"ab\r", b"c\rd"]  # chunk over the limit
 
 
 @given(

@@ -36,6 +36,7 @@ _DELTA_END: Final = b'","partial":'
 _HIGH, _HIGH_END, _LOW, _LOW_END = "\ud800", "\udbff", "\udc00", "\udfff"
 _MESSAGE: Final = b'},"message":'
 _UPDATE: Final = b'{"type":"message_update",'
+_TWIN_GAP: Final = len(_MESSAGE) + 1  # what a twin update holds besides its head and copies
 _GROWS: Final = {"text_delta": "text", "thinking_delta": "thinking"}  # the string a kind grows
 _PREFIX: Final = (
     '{"type":"message_update","assistantMessageEvent":{"type":"%s","contentIndex":%d,"delta":"'
@@ -222,21 +223,18 @@ class LineDecoder:
                 start = quoted.end() - 1 + len(_DELTA_END)
         except (LookupError, StopIteration, ValueError, RecursionError):
             return None
-        # The line must be: head, before + added + after, _MESSAGE, the same again, "}".
-        size = (len(line) - start - len(_MESSAGE) - 1) >> 1
-        new, new_end = start + len(before), start + size - len(closing) + 1
-        copy = start + size + len(_MESSAGE)
-        if (
-            (len(line) - start) & 1 == 0  # the two copies cannot be the same length
-            or new_end < new
-            or not line.startswith(before, start)
-            or not line.startswith(joint, new_end)  # after, then _MESSAGE
-            or not line.startswith(before, copy)
-            or not line.endswith(closing)  # after, "}"
-        ):
+        # The line must be: head, before + added + after, _MESSAGE, the same again, "}". The
+        # line's length gives where added ends; the rest of the line is then compared with
+        # those parts joined, in one call (five startswith calls with offsets cost more).
+        rest = len(line) - start
+        new = start + len(before)
+        new_end = start + ((rest - _TWIN_GAP) >> 1) - len(closing) + 1
+        if rest & 1 == 0 or new_end < new:  # the two copies cannot be the same length
             return None
         added = line[new:new_end]
-        if not line.startswith(added, copy + len(before)):
+        grown = before + added  # the copies' bytes before the closing quote, if the line grew
+        # With those lengths the parts joined are exactly as long as the rest of the line.
+        if not line.endswith(b"".join((grown, joint, grown, closing))):
             return None
         try:
             more = added.decode("utf-8", "surrogatepass")
@@ -255,8 +253,7 @@ class LineDecoder:
         content[index] = block
         partial = partial.copy()
         partial["content"] = content
-        before = line[start:new_end]
-        self._ref = (head, before, joint, closing, partial, content, block, key, index, kind, text)
+        self._ref = (head, grown, joint, closing, partial, content, block, key, index, kind, text)
         self.grown += 1
         return {
             "type": "message_update",
