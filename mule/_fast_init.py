@@ -6,9 +6,10 @@ type's call machinery and the keyword matching. For the few classes made for eve
 is a fixed cost per event. `fast_init` gives such a class an `__init__` that writes each slot
 through its own descriptor (about a quarter cheaper); `maker` gives the hot paths a function
 that makes one from its fields positionally without calling the class (about half the cost
-of the keyword call). Both apply only where attrs' `__init__` does nothing but set the fields:
-no defaults, validators, converters or `__attrs_pre_init__`/`__attrs_post_init__`; the class's
-own signature (keyword-only, aliases) stays attrs'.
+of the keyword call); `setters` gives the slot setters themselves, for a hot path that makes
+several such objects in one function. All apply only where attrs' `__init__` does nothing but
+set the fields: no defaults, validators, converters or `__attrs_pre_init__`/
+`__attrs_post_init__`; the class's own signature (keyword-only, aliases) stays attrs'.
 """
 
 from __future__ import annotations
@@ -72,3 +73,17 @@ def maker(cls: type[_T]) -> Callable[..., _T]:
     make: Callable[..., _T] = _compile(cls, fields, "make", params, made=True)
     make.__qualname__ = f"make_{cls.__qualname__}"
     return make
+
+
+def setters(cls: type, *aliases: str) -> tuple[Callable[[Any, Any], None], ...]:
+    """Return the functions setting `cls`'s slots, one per field, in field order.
+
+    `aliases` are the fields' parameter names as the caller expects them, in order: a class
+    whose fields differ is refused (TypeError), so a caller setting them positionally never
+    writes one field's value into another's slot.
+    """
+    fields = _plain_fields(cls)
+    found = tuple(f.alias for f in fields)
+    if found != aliases:
+        raise TypeError(f"{cls.__qualname__}: fields {found}, not {aliases}")
+    return tuple(cls.__dict__[f.name].__set__ for f in fields)

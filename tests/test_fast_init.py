@@ -7,7 +7,7 @@ import inspect
 import attrs
 import pytest
 
-from mule._fast_init import fast_init, maker
+from mule._fast_init import fast_init, maker, setters
 from mule.effects import MessageUpdate
 from mule.pi import TextContent, TextDeltaEvent, ThinkingDeltaEvent, ToolCallDeltaEvent
 from tests.core.kit import assistant
@@ -65,3 +65,24 @@ def test_classes_whose_init_does_more_are_refused() -> None:
             fast_init(cls)
         with pytest.raises(TypeError, match="does more than set its fields"):
             maker(cls)
+
+
+def test_setters_set_the_slots_of_the_fields_named_in_order() -> None:
+    """`setters(cls, *aliases)` writes each field's slot; other aliases or order are refused."""
+    partial = assistant(TextContent(text="ab"))
+    set_index, set_delta, set_partial = setters(TextDeltaEvent, "content_index", "delta", "partial")
+    made = object.__new__(TextDeltaEvent)
+    set_index(made, 2)
+    set_delta(made, "ab")
+    set_partial(made, partial)
+    assert made == TextDeltaEvent(content_index=2, delta="ab", partial=partial)
+    for wrong in (("delta", "content_index", "partial"), ("content_index", "delta")):
+        with pytest.raises(TypeError, match="fields"):
+            setters(TextDeltaEvent, *wrong)
+
+    @attrs.frozen
+    class WithDefault:
+        a: int = 1
+
+    with pytest.raises(TypeError, match="does more than set its fields"):
+        setters(WithDefault, "a")

@@ -5,6 +5,9 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+import attrs
+import pytest
+
 from mule.effects import (
     MessageEnd,
     MessageStart,
@@ -34,6 +37,7 @@ from mule.pirc import (
     OtherPiEvent,
     QueueUpdate,
 )
+from mule.pirc._mapper import WirePartial
 from tests.test_pirc_job import records
 
 AME = "assistantMessageEvent"
@@ -102,6 +106,36 @@ def test_updates_carry_lazy_snapshots_and_deltas() -> None:
     deltas = "".join(u.event.delta for u in ups if isinstance(u.event, TextDeltaEvent))
     assert deltas == "hello there"
     assert ups[-1].value.role == "assistant"
+
+
+def test_made_delta_updates_hold_what_their_classes_would() -> None:
+    """A delta's update, event and snapshot are made without their classes' calls, alike.
+
+    Each is its class, frozen, with the fields a call would set; the snapshot decodes once.
+    """
+    mapper = EventMapper()
+    recs = [r for r in records("text") if r["type"] != "response"]
+    made: list[tuple[MessageUpdate, dict[str, Any]]] = []
+    for rec in recs:
+        for ev in mapper.map(rec):
+            if isinstance(ev, MessageUpdate) and isinstance(ev.event, TextDeltaEvent):
+                made.append((ev, rec))
+    assert made
+    for ev, rec in made:
+        ame = rec[AME]
+        assert type(ev) is MessageUpdate
+        assert (ev.run.kind, ev.turn.kind, ev.message.kind) == ("run", "turn", "message")
+        event = ev.event
+        assert type(event) is TextDeltaEvent
+        assert (event.content_index, event.delta) == (ame["contentIndex"], ame["delta"])
+        value = ev.value
+        assert value == WirePartial(rec["message"]).materialize()
+        assert ev.value is value  # decoded once
+        assert event.partial is value  # the event and the update share one snapshot
+        with pytest.raises(attrs.exceptions.FrozenInstanceError):
+            event.delta = "x"  # type: ignore[misc]
+        with pytest.raises(attrs.exceptions.FrozenInstanceError):
+            ev.run = ev.turn  # type: ignore[misc]
 
 
 def test_updates_with_odd_fields_map_as_any_event_does() -> None:

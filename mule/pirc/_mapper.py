@@ -12,11 +12,11 @@ from __future__ import annotations
 import itertools
 import logging
 from collections.abc import Callable, Mapping
-from typing import Any, Final, cast, final
+from typing import Any, Final, TypeAlias, cast, final
 
 from attrs import evolve
 
-from mule._fast_init import maker
+from mule._fast_init import setters
 from mule.effects import (
     MessageEnd,
     MessageStart,
@@ -116,17 +116,19 @@ def _int(data: Mapping[str, Any], key: str) -> int:
 class WirePartial:
     """A lazy snapshot of pi's partial message JSON, decoded on first read."""
 
-    __slots__ = ("_data", "_value")
+    # One slot, the JSON until the first read and its value after: one write makes a snapshot.
+    __slots__ = ("_state",)
 
     def __init__(self, data: Mapping[str, Any]) -> None:
-        self._data = data
-        self._value: AssistantMessage | None = None
+        self._state: Mapping[str, Any] | AssistantMessage = data
 
     def materialize(self) -> AssistantMessage:
         """Decode the partial (tolerating half-built blocks, which are left out)."""
-        if self._value is None:
-            self._value = _decode_partial(self._data)
-        return self._value
+        state = self._state
+        if isinstance(state, AssistantMessage):
+            return state
+        value = self._state = _decode_partial(state)
+        return value
 
 
 def _decode_partial(data: Mapping[str, Any]) -> AssistantMessage:
@@ -191,27 +193,59 @@ def _assistant_event(data: Mapping[str, Any], partial: WirePartial) -> Assistant
     return None
 
 
-# The objects made for every streamed delta, made without calling their classes (see
-# mule._fast_init: about half the cost of a keyword call).
-_MAKE_DELTA: Final[
-    dict[
-        str,
-        Callable[[int, str, WirePartial], TextDeltaEvent | ThinkingDeltaEvent | ToolCallDeltaEvent],
-    ]
-] = {
-    "text_delta": maker(TextDeltaEvent),
-    "thinking_delta": maker(ThinkingDeltaEvent),
-    "toolcall_delta": maker(ToolCallDeltaEvent),
-}
-_make_update: Final[
-    Callable[
-        [MuleIdentity, MuleIdentity, MuleIdentity, WirePartial, AssistantMessageEvent],
-        MessageUpdate,
-    ]
-] = maker(MessageUpdate)
 _new_object = object.__new__
-_set_wire_data = WirePartial.__dict__["_data"].__set__
-_set_wire_value = WirePartial.__dict__["_value"].__set__
+_set_wire_state = WirePartial.__dict__["_state"].__set__
+_set_run, _set_turn, _set_message, _set_value, _set_event = setters(
+    MessageUpdate, "run", "turn", "message", "value", "event"
+)
+
+# (run, turn, message, partial's JSON, contentIndex, delta) -> [the update]
+_MakeUpdate: TypeAlias = Callable[
+    [MuleIdentity, MuleIdentity, MuleIdentity, Mapping[str, Any], int, str], list[BridgeEvent]
+]
+
+
+def _delta_update_maker(
+    cls: type[TextDeltaEvent | ThinkingDeltaEvent | ToolCallDeltaEvent],
+) -> _MakeUpdate:
+    """Return a function making a streamed delta's update, its event and its snapshot.
+
+    The three objects are made in one call without calling their classes (see
+    mule._fast_init: each slot set through its own descriptor), as the classes would make them.
+    """
+    set_index, set_delta, set_partial = setters(cls, "content_index", "delta", "partial")
+
+    def make(
+        run: MuleIdentity,
+        turn: MuleIdentity,
+        message: MuleIdentity,
+        data: Mapping[str, Any],
+        index: int,
+        delta: str,
+    ) -> list[BridgeEvent]:
+        partial = _new_object(WirePartial)  # WirePartial(data)
+        _set_wire_state(partial, data)
+        event = _new_object(cls)  # cls(content_index=index, delta=delta, partial=partial)
+        set_index(event, index)
+        set_delta(event, delta)
+        set_partial(event, partial)
+        update = _new_object(MessageUpdate)  # MessageUpdate(run, turn, message, partial, event)
+        _set_run(update, run)
+        _set_turn(update, turn)
+        _set_message(update, message)
+        _set_value(update, partial)
+        _set_event(update, event)
+        return [update]
+
+    return make
+
+
+# The objects made for every streamed delta, by the kind of its event.
+_MAKE_DELTA: Final[dict[str, _MakeUpdate]] = {
+    "text_delta": _delta_update_maker(TextDeltaEvent),
+    "thinking_delta": _delta_update_maker(ThinkingDeltaEvent),
+    "toolcall_delta": _delta_update_maker(ToolCallDeltaEvent),
+}
 
 
 def _tool_result(data: Any, is_error: bool = False) -> MuleToolResult:
@@ -312,16 +346,14 @@ class EventMapper:
                 and (type(ame) is dict or isinstance(ame, Mapping))
             ):
                 make = _MAKE_DELTA.get(ame.get("type"))  # type: ignore[arg-type]
-                partial = _new_object(WirePartial)  # WirePartial(raw), without calling the class
-                _set_wire_data(partial, raw)
-                _set_wire_value(partial, None)
                 if make is not None:
                     index, delta = ame.get("contentIndex"), ame.get("delta")
                     if type(index) is not int:
                         index = _int(ame, "contentIndex")
                     if not isinstance(delta, str):
                         delta = ""
-                    return [_make_update(run, turn, ident, partial, make(index, delta, partial))]
+                    return make(run, turn, ident, raw, index, delta)
+                partial = WirePartial(raw)
                 event = _assistant_event(ame, partial)
                 if event is not None:
                     return [MessageUpdate(run, turn, ident, partial, event)]
