@@ -19,15 +19,23 @@ from typing import Any, TypeVar
 
 import attrs
 
+from mule._code_cache import cached_compile
+
 _C = TypeVar("_C", bound=type)
 _T = TypeVar("_T")
 
 
-def _plain_fields(cls: type) -> tuple[Any, ...]:
-    """Return attrs class `cls`'s fields; TypeError if its `__init__` does more than set them."""
+def _plain_fields(cls: type, defaults: bool = False) -> tuple[Any, ...]:
+    """Return attrs class `cls`'s fields; TypeError if its `__init__` does more than set them.
+
+    With `defaults`, fields with a default pass (for `maker`, which is given every field).
+    """
     fields: tuple[Any, ...] = attrs.fields(cls)
     plain = all(
-        f.default is attrs.NOTHING and f.validator is None and f.converter is None and f.init
+        (defaults or f.default is attrs.NOTHING)
+        and f.validator is None
+        and f.converter is None
+        and f.init
         for f in fields
     )
     if not plain or hasattr(cls, "__attrs_post_init__") or hasattr(cls, "__attrs_pre_init__"):
@@ -45,7 +53,8 @@ def _compile(cls: type, fields: tuple[Any, ...], name: str, params: str, made: b
     lines = [f"    _set_{f.name}(self, {f.alias})" for f in fields]
     if made:
         lines = ["    self = _new(_cls)", *lines, "    return self"]
-    exec(f"def {name}({params}):\n" + "\n".join(lines) + "\n", scope)  # as attrs writes its own
+    source = f"def {name}({params}):\n" + "\n".join(lines) + "\n"
+    exec(cached_compile(source, "<mule fast init>", "exec"), scope)  # as attrs writes its own
     return scope[name]
 
 
@@ -62,13 +71,15 @@ def fast_init(cls: _C) -> _C:
     return cls
 
 
-def maker(cls: type[_T]) -> Callable[..., _T]:
+def maker(cls: type[_T], *, defaults: bool = False) -> Callable[..., _T]:
     """Return a function making a `cls` from its fields, positionally in field order.
 
     It does not call the class: the object is made and its slots are set, as `__init__`
-    would set them. For the objects a hot path makes per event.
+    would set them. For the objects a hot path makes per event. The function takes every
+    field, so with `defaults` a class whose fields have defaults is accepted too (they never
+    apply).
     """
-    fields = _plain_fields(cls)
+    fields = _plain_fields(cls, defaults)
     params = ", ".join(f.alias for f in fields)
     make: Callable[..., _T] = _compile(cls, fields, "make", params, made=True)
     make.__qualname__ = f"make_{cls.__qualname__}"

@@ -86,3 +86,22 @@ def test_setters_set_the_slots_of_the_fields_named_in_order() -> None:
 
     with pytest.raises(TypeError, match="does more than set its fields"):
         setters(WithDefault, "a")
+
+
+def test_a_maker_with_defaults_takes_every_field() -> None:
+    """`maker(cls, defaults=True)` accepts defaults and makes what the full keyword call makes."""
+
+    @attrs.frozen
+    class WithDefaults:
+        a: int
+        b: tuple[int, ...] = ()
+        c: dict[str, int] = attrs.field(factory=dict)
+        d: str | None = attrs.field(default=None, kw_only=True)
+
+    made = maker(WithDefaults, defaults=True)(1, (2,), {"x": 3}, "d")
+    assert type(made) is WithDefaults
+    assert made == WithDefaults(1, (2,), {"x": 3}, d="d")
+    with pytest.raises(TypeError):
+        maker(WithDefaults, defaults=True)(1)  # every field is given
+    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+        made.a = 2  # type: ignore[misc]

@@ -4,12 +4,9 @@ from __future__ import annotations
 
 from typing import Any, assert_never
 
+from mule.effects import _make as make
 from mule.effects._errors import MuleError
 from mule.effects._events import (
-    MessageEnd,
-    MessageStart,
-    ToolExecutionEnd,
-    ToolExecutionStart,
     ToolExecutionUpdate,
 )
 from mule.effects._identity import MuleIdentity
@@ -197,15 +194,8 @@ def _start_call(t: _Txn, batch: Batch, i: int) -> MuleToolResult | ToolCall:
     """
     call = batch.calls[i]
     tool = t.cfg.tools.get(call.name)
-    t.cmds.append(
-        ToolExecutionStart(
-            run=t.cfg.run,
-            turn=t.current_turn(),
-            tool_call=batch.ids[i],
-            call=call,
-            replay=tool.replay if tool is not None else "unsafe",
-        )
-    )
+    replay = tool.replay if tool is not None else "unsafe"
+    t.cmds.append(make.tool_start(t.cfg.run, t.current_turn(), batch.ids[i], call, replay))
     if tool is None:
         return _error_result(f"Tool {call.name} not found")
     try:
@@ -214,20 +204,12 @@ def _start_call(t: _Txn, batch: Batch, i: int) -> MuleToolResult | ToolCall:
         return _error_result(exc.text)
     except ToolSchemaError as exc:  # checked before run_start; a schema can still fail on a value
         return _error_result(str(exc))
-    return ToolCall(call.id, call.name, arguments, call.thought_signature, extras=call.extras)
+    return make.tool_call(call.id, call.name, arguments, call.thought_signature, call.extras)
 
 
 def _settle(t: _Txn, batch: Batch, i: int, result: MuleToolResult) -> Batch:
     """Record a call's final result and emit its end."""
-    t.cmds.append(
-        ToolExecutionEnd(
-            run=t.cfg.run,
-            turn=t.current_turn(),
-            tool_call=batch.ids[i],
-            call=batch.calls[i],
-            result=result,
-        )
-    )
+    t.cmds.append(make.tool_end(t.cfg.run, t.current_turn(), batch.ids[i], batch.calls[i], result))
     results = list(batch.results)
     results[i] = result
     return _revised(batch, results=tuple(results))
@@ -291,19 +273,13 @@ def _on_tools(t: _Txn, batch: Batch, fact: ToolFact) -> None:
 def _emit_result_message(t: _Txn, batch: Batch, i: int) -> Batch:
     call, result = batch.calls[i], batch.results[i]
     assert result is not None
-    message = ToolResultMessage(
-        tool_call_id=call.id,
-        tool_name=call.name,
-        content=result.content,
-        is_error=result.is_error,
-        timestamp=t.clock,
-        details=result.details,
-        usage=result.usage,
+    message = make.tool_result_message(
+        call.id, call.name, result.content, result.is_error, t.clock, result.details, result.usage
     )
     rid = t.ident("tool_result", batch.ids[i])
     turn = t.current_turn()
-    t.cmds.append(MessageStart(run=t.cfg.run, turn=turn, message=rid, value=message))
-    t.cmds.append(MessageEnd(run=t.cfg.run, turn=turn, message=rid, value=message))
+    t.cmds.append(make.message_start(t.cfg.run, turn, rid, message))
+    t.cmds.append(make.message_end(t.cfg.run, turn, rid, message))
     t.new += (message,)
     messages = list(batch.messages)
     messages[i] = message

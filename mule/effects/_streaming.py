@@ -6,11 +6,10 @@ from typing import assert_never
 
 from attrs import evolve
 
+from mule.effects import _make as make
 from mule.effects._batch import _start_batch
 from mule.effects._errors import MuleError
 from mule.effects._events import (
-    MessageEnd,
-    MessageStart,
     TurnEnd,
 )
 from mule.effects._limits import add_usage
@@ -61,20 +60,9 @@ def _on_stream(t: _Txn, phase: Streaming, fact: StreamFact) -> None:
             if not phase.started:
                 t.phase = Streaming(phase.attempt, phase.turn, mid, started=True)
                 value = fact.partial
-                t.cmds.append(MessageStart(run=run, turn=turn, message=mid, value=value))
+                t.cmds.append(make.message_start(run, turn, mid, value))
             t.cmds.append(PULL_MODEL)
-        case (
-            TextStartEvent()
-            | TextDeltaEvent()
-            | TextEndEvent()
-            | ThinkingStartEvent()
-            | ThinkingDeltaEvent()
-            | ThinkingEndEvent()
-            | ToolCallStartEvent()
-            | ToolCallDeltaEvent()
-            | ToolCallEndEvent()
-        ):
-            t.cmds.append(PULL_MODEL)  # a block event before `start` is ignored, as in Pi
+        # The cases' classes are disjoint, so their order is only the commonest first.
         case DoneEvent() | ErrorEvent():
             final = fact.message if isinstance(fact, DoneEvent) else fact.error
             given: object = final  # a hand-written stream may push anything
@@ -90,6 +78,18 @@ def _on_stream(t: _Txn, phase: Streaming, fact: StreamFact) -> None:
                 )
                 return
             _attempt_settled(t, phase, final)
+        case (
+            TextStartEvent()
+            | TextDeltaEvent()
+            | TextEndEvent()
+            | ThinkingStartEvent()
+            | ThinkingDeltaEvent()
+            | ThinkingEndEvent()
+            | ToolCallStartEvent()
+            | ToolCallDeltaEvent()
+            | ToolCallEndEvent()
+        ):
+            t.cmds.append(PULL_MODEL)  # a block event before `start` is ignored, as in Pi
         case StreamIdled():
             t.clock = max(t.clock, fact.now_ms)
             text = (
@@ -127,8 +127,8 @@ def _ms(value: float | None) -> str:
 def _attempt_settled(t: _Txn, phase: Streaming, final: AssistantMessage) -> None:
     run, turn, mid = t.cfg.run, phase.turn, phase.message
     if not phase.started:
-        t.cmds.append(MessageStart(run=run, turn=turn, message=mid, value=final))
-    t.cmds.append(MessageEnd(run=run, turn=turn, message=mid, value=final))
+        t.cmds.append(make.message_start(run, turn, mid, final))
+    t.cmds.append(make.message_end(run, turn, mid, final))
     t.cmds.append(CLOSE_MODEL)
     t.usage = add_usage(t.usage, final.usage)
     stop = final.stop_reason

@@ -13,7 +13,7 @@ say) ends the run as a typed `MuleError(control)` with its one `run_end(failed)`
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TypeVar, assert_never
 
 from attrs import evolve
@@ -176,7 +176,31 @@ def _after_over(state: RunState, fact: Fact) -> tuple[RunState, tuple[Command, .
     return state, ()
 
 
+def _stream_fact(t: _Txn, phase: Phase, fact: Fact) -> None:
+    _on_stream(t, _expect(phase, Streaming, fact), fact)  # type: ignore[arg-type]
+
+
+def _tool_fact(t: _Txn, phase: Phase, fact: Fact) -> None:
+    _on_tools(t, _expect(phase, RunningTools, fact).batch, fact)  # type: ignore[arg-type]
+
+
+# The facts of every turn, by exact type: what `_dispatch`'s match does for them, without
+# walking its cases (a class pattern is an isinstance check; the stream's facts came tenth).
+_BY_TYPE: dict[type, Callable[[_Txn, Phase, Fact], None]] = {
+    **dict.fromkeys(
+        (StreamOpened, StreamExhausted, StreamIdled, StartEvent, DoneEvent, ErrorEvent),
+        _stream_fact,
+    ),
+    **dict.fromkeys(_BLOCK_EVENTS, _stream_fact),
+    **dict.fromkeys((ToolPrepared, ToolPartArrived, ToolExhausted), _tool_fact),
+}
+
+
 def _dispatch(t: _Txn, phase: Phase, fact: Fact) -> None:
+    by_type = _BY_TYPE.get(type(fact))
+    if by_type is not None:
+        by_type(t, phase, fact)
+        return
     match fact:
         case CancelRequested():
             _cancel(t, fact)

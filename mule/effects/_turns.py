@@ -6,13 +6,7 @@ from collections.abc import Sequence
 
 from attrs import evolve
 
-from mule.effects._events import (
-    MessageEnd,
-    MessageStart,
-    ModelPrompt,
-    TurnEnd,
-    TurnStart,
-)
+from mule.effects import _make as make
 from mule.effects._limits import reached
 from mule.effects._outcome import MuleCompletedTurn
 from mule.effects._protocol import (
@@ -29,12 +23,12 @@ from mule.effects._state import (
     Streaming,
 )
 from mule.effects._txn import _complete, _Txn
-from mule.pi import AssistantMessage, Context, Message, ToolResultMessage
+from mule.pi import AssistantMessage, Message, ToolResultMessage
 
 
 def _open_turn(t: _Txn) -> None:
     t.turn = t.ident("turn", t.cfg.run)
-    t.cmds.append(TurnStart(run=t.cfg.run, turn=t.turn))
+    t.cmds.append(make.turn_start(t.cfg.run, t.turn))
 
 
 def _turn_body(t: _Txn, pending: Sequence[Message]) -> None:
@@ -45,8 +39,8 @@ def _turn_body(t: _Txn, pending: Sequence[Message]) -> None:
     turn = t.current_turn()
     for m in pending:
         mid = t.ident("message", turn)
-        t.cmds.append(MessageStart(run=t.cfg.run, turn=turn, message=mid, value=m))
-        t.cmds.append(MessageEnd(run=t.cfg.run, turn=turn, message=mid, value=m))
+        t.cmds.append(make.message_start(t.cfg.run, turn, mid, m))
+        t.cmds.append(make.message_end(t.cfg.run, turn, mid, m))
     if pending:
         t.context += tuple(pending)
         t.new += tuple(pending)
@@ -71,9 +65,7 @@ def _on_poll(t: _Txn, phase: Polling, messages: tuple[Message, ...]) -> None:
 def _end_turn(
     t: _Txn, message: AssistantMessage, results: tuple[ToolResultMessage, ...], more: bool
 ) -> None:
-    t.cmds.append(
-        TurnEnd(run=t.cfg.run, turn=t.current_turn(), message=message, tool_results=results)
-    )
+    t.cmds.append(make.turn_end(t.cfg.run, t.current_turn(), message, results))
     t.turns += 1
     if more or t.cfg.has_steering or t.cfg.has_follow_up:
         # A limit stops the run only where another turn could start.
@@ -115,12 +107,10 @@ def _attempt(t: _Txn, attempt: int) -> None:
 def _call_model(t: _Txn, attempt: int, key: str | None) -> None:
     cfg = t.cfg
     turn = t.current_turn()
-    t.cmds.append(
-        ModelPrompt(run=cfg.run, turn=turn, attempt=attempt, system_prompt=cfg.system_prompt)
-    )
+    t.cmds.append(make.model_prompt(cfg.run, turn, attempt, cfg.system_prompt))
     options = cfg.stream_options
     if key:
         options = evolve(options, api_key=key)
-    context = Context(messages=t.context, system_prompt=cfg.system_prompt, tools=cfg.descriptors)
+    context = make.context(t.context, cfg.system_prompt, cfg.descriptors)
     t.phase = Streaming(attempt, turn, t.ident("message", turn), started=False)
     t.cmds.append(CallModel(context, options))

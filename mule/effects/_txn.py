@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from returns.result import Failure, Result, Success
 
+from mule.effects import _make as make
 from mule.effects._errors import MuleError
 from mule.effects._events import (
     RunEnd,
@@ -32,6 +33,7 @@ class _Txn:
     """The changes of one step, applied to a copy of the state at the end (local mutation only)."""
 
     __slots__ = (
+        "cfg",
         "clock",
         "cmds",
         "context",
@@ -50,6 +52,7 @@ class _Txn:
 
     def __init__(self, state: RunState) -> None:
         self.state = state
+        self.cfg: RunConfig = state.cfg  # read-only by convention (a slot reads faster)
         self.phase: Phase = state.phase
         self.next_id = state.next_id
         self.clock = state.clock
@@ -64,36 +67,31 @@ class _Txn:
         self.limit = state.limit
         self.cmds: list[Command] = []
 
-    @property
-    def cfg(self) -> RunConfig:
-        return self.state.cfg
-
     def ident(self, kind: MuleIdentityKind, parent: MuleIdentity | None) -> MuleIdentity:
         n = self.next_id
         self.next_id = n + 1
-        return MuleIdentity(kind, f"{kind}:{n}", parent)
+        return make.identity(kind, f"{kind}:{n}", parent)
 
     def current_turn(self) -> MuleIdentity:
         assert self.turn is not None
         return self.turn
 
     def commit(self) -> tuple[RunState, tuple[Command, ...]]:
-        s = self.state
         return (
-            RunState(
-                cfg=s.cfg,
-                phase=self.phase,
-                next_id=self.next_id,
-                clock=self.clock,
-                context=self.context,
-                new=self.new,
-                turn=self.turn,
-                first_turn=self.first_turn,
-                more=self.more,
-                last_assistant=self.last_assistant,
-                usage=self.usage,
-                turns=self.turns,
-                limit=self.limit,
+            make.run_state(
+                self.cfg,
+                self.phase,
+                self.next_id,
+                self.clock,
+                self.context,
+                self.new,
+                self.turn,
+                self.first_turn,
+                self.more,
+                self.last_assistant,
+                self.usage,
+                self.turns,
+                self.limit,
             ),
             tuple(self.cmds),
         )
