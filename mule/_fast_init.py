@@ -98,3 +98,30 @@ def setters(cls: type, *aliases: str) -> tuple[Callable[[Any, Any], None], ...]:
     if found != aliases:
         raise TypeError(f"{cls.__qualname__}: fields {found}, not {aliases}")
     return tuple(cls.__dict__[f.name].__set__ for f in fields)
+
+
+def replacer(cls: type[_T], name: str) -> Callable[[_T, Any], _T]:
+    """Return a function `(obj, value)` copying `obj` with field `name` set to `value`.
+
+    `attrs.evolve(obj, name=value)` for one field, without evolve's walk of `fields()` and
+    keyword call: the copy is made and its slots are set from `obj`'s, as `maker` does. Fields
+    with defaults are fine (every field is copied); validators and converters are refused.
+    """
+    fields = _plain_fields(cls, defaults=True)
+    if name not in {f.name for f in fields}:
+        raise TypeError(f"{cls.__qualname__} has no field {name}")
+    scope: dict[str, Any] = {f"_set_{f.name}": cls.__dict__[f.name].__set__ for f in fields}
+    scope |= {"_new": object.__new__, "_cls": cls}
+    lines = [
+        f"    _set_{f.name}(new, value)"
+        if f.name == name
+        else f"    _set_{f.name}(new, obj.{f.name})"
+        for f in fields
+    ]
+    source = (
+        "def replace(obj, value):\n    new = _new(_cls)\n" + "\n".join(lines) + "\n    return new\n"
+    )
+    exec(cached_compile(source, "<mule fast init>", "exec"), scope)
+    replace: Callable[[_T, Any], _T] = scope["replace"]
+    replace.__qualname__ = f"replace_{cls.__qualname__}_{name}"
+    return replace

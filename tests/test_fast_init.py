@@ -7,7 +7,7 @@ import inspect
 import attrs
 import pytest
 
-from mule._fast_init import fast_init, maker, setters
+from mule._fast_init import fast_init, maker, replacer, setters
 from mule.effects import MessageUpdate
 from mule.pi import TextContent, TextDeltaEvent, ThinkingDeltaEvent, ToolCallDeltaEvent
 from tests.core.kit import assistant
@@ -105,3 +105,21 @@ def test_a_maker_with_defaults_takes_every_field() -> None:
         maker(WithDefaults, defaults=True)(1)  # every field is given
     with pytest.raises(attrs.exceptions.FrozenInstanceError):
         made.a = 2  # type: ignore[misc]
+
+
+def test_a_replacer_is_evolve_for_one_field() -> None:
+    """`replacer(cls, name)(obj, v)` is `attrs.evolve(obj, name=v)`; `obj` is left as it was."""
+
+    @attrs.frozen
+    class Options:
+        a: int = 1
+        b: str | None = None
+        c: tuple[int, ...] = attrs.field(default=(), kw_only=True)
+
+    before = Options(2, "x", c=(3,))
+    after = replacer(Options, "b")(before, "y")
+    assert type(after) is Options
+    assert after == attrs.evolve(before, b="y")
+    assert before == Options(2, "x", c=(3,))
+    with pytest.raises(TypeError, match="no field"):
+        replacer(Options, "nope")

@@ -19,9 +19,9 @@ import anyio
 from anyio.abc import TaskGroup
 from anyio.lowlevel import checkpoint_if_cancelled
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
-from attrs import evolve
 from returns.result import Failure, Result, Success
 
+from mule._fast_init import replacer
 from mule.effects._errors import MuleError, MulePhase, error_from
 from mule.effects._events import EVENT_TYPES, MessageUpdate, MuleEvent, RunEnd
 from mule.effects._ports import Ports
@@ -69,10 +69,13 @@ from mule.pi import (
     AbortSignal,
     AssistantMessage,
     AssistantMessageEventStream,
+    StreamOptions,
     child_controller,
 )
 
 _EVENTS = frozenset(EVENT_TYPES.values())
+# `evolve(options, signal=...)` once per model attempt, without evolve's walk of the fields.
+_with_signal = replacer(StreamOptions, "signal")
 _PI_EVENTS = frozenset(EVENT_CLASSES)
 _BLOCK_EVENTS = BLOCK_EVENT_TYPES
 _PULL = "pull"
@@ -138,6 +141,7 @@ class Interpreter:
         "deadline",
         "detach_attempt",
         "ended",
+        "executing",
         "final",
         "idle_s",
         "inbox",
@@ -183,6 +187,7 @@ class Interpreter:
         self.prepared: dict[int, MulePreparedCall] = {}
         self.names: dict[int, str] = {}
         self.tools: dict[int, _ToolRun] = {}
+        self.executing = 0  # tool tasks started and not yet returned
         self.ended = False  # `run_end` was handed out: no cancellation may follow it
         self.final: Finish | None = None  # the machine's verdict that came with `run_end`
         send, recv = anyio.create_memory_object_stream[Fact](math.inf)
@@ -359,7 +364,7 @@ class Interpreter:
         if self.detach_attempt is not None:
             self.detach_attempt()
         self.attempt, self.detach_attempt = child_controller(self.signal)
-        options = evolve(cmd.options, signal=self.attempt.signal)
+        options = _with_signal(cmd.options, self.attempt.signal)
         self.last_event = None
         if self.idle_s is not None:
             self.deadline = anyio.current_time() + self.idle_s
@@ -507,6 +512,7 @@ class Interpreter:
         prepared = self.prepared.pop(index)
         tool_run = self.tools[index] = _ToolRun()
         self.tg.start_soon(self._execute, index, prepared, tool_run, name=_TOOL_TASK)
+        self.executing += 1
 
     async def _execute(self, index: int, prepared: MulePreparedCall, tool_run: _ToolRun) -> None:
         inbox = self.inbox_send
@@ -516,7 +522,10 @@ class Interpreter:
             )
         except Exception as exc:
             tool_run.finish()
-            await inbox.send(_failed("tool", self._raised(index), exc))
+            try:
+                await inbox.send(_failed("tool", self._raised(index), exc))
+            finally:
+                self.executing -= 1
             return
         orders: MemoryObjectReceiveStream[str] | None = None
         try:
@@ -560,6 +569,7 @@ class Interpreter:
                 with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
                     await aclose()
             tool_run.finish()
+            self.executing -= 1
 
     def _raised(self, index: int) -> str:
         return f"execute of tool {self.names.get(index, '?')} raised"
