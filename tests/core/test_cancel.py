@@ -304,6 +304,22 @@ async def test_task_cancellation_from_the_listener(root: Root) -> None:
     assert project(rec.events) == ["RS", "TS", "MP(1)", "MS", "RE(cancelled)"]
 
 
+@pytest.mark.parametrize("at", ["run_start", "turn_start", "message_end"])
+async def test_task_cancellation_from_the_listener_mid_step(root: Root, at: str) -> None:
+    """Cancelled by the listener at an event with more behind it in its step: run_end is next."""
+    model = model_of(reply(Call("c1", "Echo")), reply("never"))
+    holder: list[anyio.CancelScope] = []
+    rec = Recorder(on_event=lambda e: holder[0].cancel() if e.type == at else None)
+    inp = make_input(model, tools=(tool("Echo", Journal()),))
+    with anyio.CancelScope() as scope:
+        holder.append(scope)
+        await run_root(root, inp, rec)
+    assert scope.cancelled_caught
+    seen = project(rec.events)
+    assert seen[-1] == "RE(cancelled)"
+    assert [e.type for e in rec.events[:-1]][-1] == at
+
+
 # -- 31: listener failures -------------------------------------------------------------------------
 
 
