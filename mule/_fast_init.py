@@ -7,9 +7,11 @@ is a fixed cost per event. `fast_init` gives such a class an `__init__` that wri
 through its own descriptor (about a quarter cheaper); `maker` gives the hot paths a function
 that makes one from its fields positionally without calling the class (about half the cost
 of the keyword call); `setters` gives the slot setters themselves, for a hot path that makes
-several such objects in one function. All apply only where attrs' `__init__` does nothing but
-set the fields: no defaults, validators, converters or `__attrs_pre_init__`/
-`__attrs_post_init__`; the class's own signature (keyword-only, aliases) stays attrs'.
+several such objects in one function; `replacer` is `attrs.evolve` for the fields it names.
+All apply only where attrs' `__init__` does nothing but set the fields: no defaults,
+validators, converters or `__attrs_pre_init__`/`__attrs_post_init__`; the class's own
+signature (keyword-only, aliases) stays attrs'. `maker(cls, defaults=True)` and `replacer`
+are given (or copy) every field, so defaults are fine for them.
 """
 
 from __future__ import annotations
@@ -100,28 +102,24 @@ def setters(cls: type, *aliases: str) -> tuple[Callable[[Any, Any], None], ...]:
     return tuple(cls.__dict__[f.name].__set__ for f in fields)
 
 
-def replacer(cls: type[_T], name: str) -> Callable[[_T, Any], _T]:
-    """Return a function `(obj, value)` copying `obj` with field `name` set to `value`.
+def replacer(cls: type[_T], *names: str) -> Callable[..., _T]:
+    """Return a function `(obj, *values)` copying `obj` with the fields `names` set to `values`.
 
-    `attrs.evolve(obj, name=value)` for one field, without evolve's walk of `fields()` and
+    `attrs.evolve(obj, **dict(zip(names, values)))` without evolve's walk of `fields()` and
     keyword call: the copy is made and its slots are set from `obj`'s, as `maker` does. Fields
     with defaults are fine (every field is copied); validators and converters are refused.
     """
     fields = _plain_fields(cls, defaults=True)
-    if name not in {f.name for f in fields}:
-        raise TypeError(f"{cls.__qualname__} has no field {name}")
+    unknown = set(names) - {f.name for f in fields}
+    if unknown or not names:
+        raise TypeError(f"{cls.__qualname__} has no field {', '.join(sorted(unknown))}")
     scope: dict[str, Any] = {f"_set_{f.name}": cls.__dict__[f.name].__set__ for f in fields}
     scope |= {"_new": object.__new__, "_cls": cls}
-    lines = [
-        f"    _set_{f.name}(new, value)"
-        if f.name == name
-        else f"    _set_{f.name}(new, obj.{f.name})"
-        for f in fields
-    ]
-    source = (
-        "def replace(obj, value):\n    new = _new(_cls)\n" + "\n".join(lines) + "\n    return new\n"
-    )
-    exec(cached_compile(source, "<mule fast init>", "exec"), scope)
-    replace: Callable[[_T, Any], _T] = scope["replace"]
-    replace.__qualname__ = f"replace_{cls.__qualname__}_{name}"
+    given = {n: f"_v_{n}" for n in names}
+    lines = [f"    _set_{f.name}(new, {given.get(f.name, f'obj.{f.name}')})" for f in fields]
+    params = ", ".join(given.values())
+    source = f"def replace(obj, {params}):\n    new = _new(_cls)\n" + "\n".join(lines)
+    exec(cached_compile(source + "\n    return new\n", "<mule fast init>", "exec"), scope)
+    replace: Callable[..., _T] = scope["replace"]
+    replace.__qualname__ = f"replace_{cls.__qualname__}_{'_'.join(names)}"
     return replace

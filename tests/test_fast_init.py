@@ -121,5 +121,7 @@ def test_a_replacer_is_evolve_for_one_field() -> None:
     assert type(after) is Options
     assert after == attrs.evolve(before, b="y")
     assert before == Options(2, "x", c=(3,))
+    both = replacer(Options, "c", "a")(before, (4,), 5)
+    assert both == attrs.evolve(before, a=5, c=(4,))
     with pytest.raises(TypeError, match="no field"):
         replacer(Options, "nope")

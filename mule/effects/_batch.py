@@ -207,12 +207,12 @@ def _start_call(t: _Txn, batch: Batch, i: int) -> MuleToolResult | ToolCall:
     return make.tool_call(call.id, call.name, arguments, call.thought_signature, call.extras)
 
 
-def _settle(t: _Txn, batch: Batch, i: int, result: MuleToolResult) -> Batch:
-    """Record a call's final result and emit its end."""
+def _settle(t: _Txn, batch: Batch, i: int, result: MuleToolResult, running: int = _KEEP) -> Batch:
+    """Record a call's final result and emit its end (and set `running`, if given)."""
     t.cmds.append(make.tool_end(t.cfg.run, t.current_turn(), batch.ids[i], batch.calls[i], result))
     results = list(batch.results)
     results[i] = result
-    return _revised(batch, results=tuple(results))
+    return _revised(batch, results=tuple(results), running=running)
 
 
 def _on_tools(t: _Txn, batch: Batch, fact: ToolFact) -> None:
@@ -252,9 +252,8 @@ def _on_tools(t: _Txn, batch: Batch, fact: ToolFact) -> None:
                 t.cmds.append(PullTool(i))
                 t.phase = RunningTools(batch)
                 return
-            batch = _settle(t, batch, i, part.result)
+            batch = _settle(t, batch, i, part.result, running=batch.running - 1)
             t.cmds.append(CloseTool(i))
-            batch = _revised(batch, running=batch.running - 1)
             if sequential:
                 batch = _emit_result_message(t, batch, i)
                 batch = _revised(batch, cursor=batch.cursor + 1)
@@ -271,6 +270,13 @@ def _on_tools(t: _Txn, batch: Batch, fact: ToolFact) -> None:
 
 
 def _emit_result_message(t: _Txn, batch: Batch, i: int) -> Batch:
+    messages = list(batch.messages)
+    messages[i] = _result_message(t, batch, i)
+    return _revised(batch, messages=tuple(messages))
+
+
+def _result_message(t: _Txn, batch: Batch, i: int) -> ToolResultMessage:
+    """Make call `i`'s result message, emit its start and end, add it to the new messages."""
     call, result = batch.calls[i], batch.results[i]
     assert result is not None
     message = make.tool_result_message(
@@ -281,16 +287,15 @@ def _emit_result_message(t: _Txn, batch: Batch, i: int) -> Batch:
     t.cmds.append(make.message_start(t.cfg.run, turn, rid, message))
     t.cmds.append(make.message_end(t.cfg.run, turn, rid, message))
     t.new += (message,)
-    messages = list(batch.messages)
-    messages[i] = message
-    return _revised(batch, messages=tuple(messages))
+    return message
 
 
 def _result_phase(t: _Txn, batch: Batch) -> None:
-    for i in range(len(batch.calls)):
-        if batch.messages[i] is None:
-            batch = _emit_result_message(t, batch, i)
-    _finish_batch(t, batch)
+    messages = list(batch.messages)
+    for i, made in enumerate(messages):
+        if made is None:
+            messages[i] = _result_message(t, batch, i)
+    _finish_batch(t, _revised(batch, messages=tuple(messages)))
 
 
 def _finish_batch(t: _Txn, batch: Batch) -> None:

@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 from attrs import evolve
 
+from mule._fast_init import replacer
 from mule.pi._content import AssistantContent, TextContent, ThinkingContent, ToolCall
 from mule.pi._json import JsonObject
 from mule.pi._messages import ZERO_USAGE, AssistantMessage, StopReason, Usage
@@ -18,6 +19,9 @@ from mule.pi._partial_json import parse_streaming_json
 
 BlockKind = Literal["text", "thinking", "toolCall"]
 _new = object.__new__
+# `evolve(head, content=..., stop_reason=...)` once or twice per response (see `replacer`).
+_with_content = replacer(AssistantMessage, "content")
+_with_content_stop = replacer(AssistantMessage, "content", "stop_reason")
 
 
 class _Fragments:
@@ -64,7 +68,7 @@ class PartialSnapshot:
     def materialize(self) -> AssistantMessage:
         """Return the partial assistant message this snapshot stands for."""
         if self._message is None:
-            self._message = evolve(self._head, content=tuple(map(_block, self._entries)))
+            self._message = _with_content(self._head, tuple(map(_block, self._entries)))
         return self._message
 
 
@@ -233,10 +237,10 @@ class PartialBuilder:
     ) -> AssistantMessage:
         """Materialise the message with its final stop reason."""
         # One evolve of the head (what `snapshot().materialize()` and the changes would be).
-        changes: dict[str, Any] = {
-            "content": tuple(map(_block, self.snapshot()._entries)),
-            "stop_reason": stop_reason,
-        }
+        content = tuple(map(_block, self.snapshot()._entries))
+        if error_message is None and timestamp is None:  # every successful response
+            return _with_content_stop(self._head, content, stop_reason)
+        changes: dict[str, Any] = {"content": content, "stop_reason": stop_reason}
         if error_message is not None:
             changes["error_message"] = error_message
         if timestamp is not None:
