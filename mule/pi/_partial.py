@@ -214,19 +214,18 @@ class PartialBuilder:
     def snapshot(self) -> PartialSnapshot:
         """Take an immutable snapshot of the response so far, in O(blocks)."""
         kinds, all_frags, metas = self._kinds, self._frags, self._meta
+        # What `PartialSnapshot(head, entries)` makes, without the call of its __init__.
+        snap = _new(PartialSnapshot)
+        snap._head = self._head
         if len(all_frags) == 1:  # the common case, taken at every streamed delta
             frags = all_frags[0]
-            # What `PartialSnapshot(head, entries)` makes, without the call of its __init__.
-            snap = _new(PartialSnapshot)
-            snap._head = self._head
             snap._entries = ((kinds[0], frags, len(frags.parts), metas[0]),)
-            snap._message = None
-            return snap
-        entries = [
-            (kind, frags, len(frags.parts), meta)
-            for kind, frags, meta in zip(kinds, all_frags, metas, strict=True)
-        ]
-        return PartialSnapshot(self._head, tuple(entries))
+        else:  # the three lists grow together (`_open`)
+            snap._entries = tuple(
+                [(kinds[i], frags, len(frags.parts), metas[i]) for i, frags in enumerate(all_frags)]
+            )
+        snap._message = None
+        return snap
 
     def message(
         self,
