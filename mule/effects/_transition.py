@@ -233,6 +233,8 @@ def _dispatch(t: _Txn, phase: Phase, fact: Fact) -> None:
             t.cmds.append(Sleep(delay))
         case Slept():
             _attempt(t, _expect(phase, BackingOff, fact).attempt + 1)
+        # The stream's and the tools' facts arrive through `_BY_TYPE` above (their classes are
+        # final); these cases keep the match exhaustive for `assert_never`.
         case (
             StreamOpened()
             | StreamExhausted()

@@ -94,25 +94,17 @@ class AssistantMessageEventStream:
         return self
 
     async def __anext__(self) -> AssistantMessageEvent:
-        source = self._source
-        if source is not None and not self._queue and not self._done:
+        source = self._direct()
+        if source is not None:
             # The pull form's per-event path: what `_pull` and `push` do, without the queue.
             try:
                 event = await source.__anext__()
             except StopAsyncIteration:
-                self._source = None
-                self.end()
+                self._exhausted()
             else:
-                # Changed meanwhile? (mypy keeps `not self._done` from before the await.)
-                if self._done or self._queue or self._waiter is not None:  # type: ignore[redundant-expr]
-                    self.push(event)  # so the full rules apply
-                else:
-                    kind = type(event)
-                    if kind is DoneEvent:
-                        self._finish(event.message)  # type: ignore[union-attr]
-                    elif kind is ErrorEvent:
-                        self._finish(event.error)  # type: ignore[union-attr]
+                if self._took(event):
                     return event
+                # else the stream changed meanwhile: `event` was queued, read below
         while True:
             if self._queue:
                 return self._queue.popleft()
