@@ -45,13 +45,19 @@ def _plain_fields(cls: type, defaults: bool = False) -> tuple[Any, ...]:
     return fields
 
 
+def _scope(cls: type, fields: tuple[Any, ...]) -> dict[str, Any]:
+    """Return the globals of generated code for `cls`: each slot's setter, `_new` and `_cls`."""
+    scope: dict[str, Any] = {f"_set_{f.name}": cls.__dict__[f.name].__set__ for f in fields}
+    scope |= {"_new": object.__new__, "_cls": cls}
+    return scope
+
+
 def _compile(cls: type, fields: tuple[Any, ...], name: str, params: str, made: bool) -> Any:
     """Compile function `name(params)` setting `cls`'s slots from the fields' aliases.
 
     With `made`, it makes the object (`self`) first and returns it; else `self` is a parameter.
     """
-    scope: dict[str, Any] = {f"_set_{f.name}": cls.__dict__[f.name].__set__ for f in fields}
-    scope |= {"_new": object.__new__, "_cls": cls}
+    scope = _scope(cls, fields)
     lines = [f"    _set_{f.name}(self, {f.alias})" for f in fields]
     if made:
         lines = ["    self = _new(_cls)", *lines, "    return self"]
@@ -113,8 +119,7 @@ def replacer(cls: type[_T], *names: str) -> Callable[..., _T]:
     unknown = set(names) - {f.name for f in fields}
     if unknown or not names:
         raise TypeError(f"{cls.__qualname__} has no field {', '.join(sorted(unknown))}")
-    scope: dict[str, Any] = {f"_set_{f.name}": cls.__dict__[f.name].__set__ for f in fields}
-    scope |= {"_new": object.__new__, "_cls": cls}
+    scope = _scope(cls, fields)
     given = {n: f"_v_{n}" for n in names}
     lines = [f"    _set_{f.name}(new, {given.get(f.name, f'obj.{f.name}')})" for f in fields]
     params = ", ".join(given.values())
