@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import attrs
 import pytest
 
 from mule.effects import MessageUpdate, RunEnd
@@ -138,6 +139,43 @@ async def test_hung_pi_times_out_then_is_killed_and_reaped() -> None:
             await b.command("get_state", time_limit=0.3)
     assert b.returncode == -9
     assert_reaped(b.pid)
+
+
+def slow_start(delay: float, **kw: Any) -> BridgeConfig:
+    base = cfg("ok", command_timeout=0.3, **kw)
+    return attrs.evolve(base, env={**base.env, "FAKE_PI_START_DELAY": str(delay)})
+
+
+@pytest.mark.anyio
+async def test_a_slow_start_is_bounded_by_start_timeout_not_command_timeout() -> None:
+    """pi booting for longer than command_timeout: the first prompt waits (start_timeout)."""
+    async with Bridge(slow_start(1.0, start_timeout=30)) as b:
+        result = await b.run("go")
+        assert result.outcome == "completed"
+        with anyio.fail_after(5):  # up now: a default command is bounded by command_timeout again
+            assert isinstance(await b.command("get_state"), dict)
+
+
+@pytest.mark.anyio
+async def test_start_timeout_bounds_a_pi_that_never_comes_up() -> None:
+    """Past start_timeout the first command times out (typed), and soon."""
+    async with Bridge(slow_start(30.0, start_timeout=0.8)) as b:
+        t0 = anyio.current_time()
+        with pytest.raises(CommandTimeout) as info:
+            await b.command("get_state")
+        waited = anyio.current_time() - t0
+        assert 0.3 < waited < 5, waited  # the start bound (0.8 s from spawn), not command_timeout
+        assert info.value.timeout <= 0.8
+
+
+@pytest.mark.anyio
+async def test_an_explicit_time_limit_is_kept_while_pi_starts() -> None:
+    """A caller's own time_limit is its bound even before pi is up."""
+    async with Bridge(slow_start(3.0, start_timeout=30)) as b:
+        t0 = anyio.current_time()
+        with pytest.raises(CommandTimeout):
+            await b.command("get_state", time_limit=0.3)
+        assert anyio.current_time() - t0 < 2.5
 
 
 @pytest.mark.anyio

@@ -172,6 +172,7 @@ def test_twenty_jobs_three_clients_each_one_stuck(fake: FakeOpenAI, tmp_path: Pa
         for job_id in jobs:
             job = manager.get(job_id)
             assert job is not None
+            assert job.status == "completed", (job_id, job.status, job.error)  # else: no pressure
             pressed = job.slow_disconnects  # the stuck client was cut off (4008), or...
             for q in job._clients:  # ...it is still attached, within its bounds
                 assert len(q) <= QUEUE

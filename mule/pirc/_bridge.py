@@ -121,6 +121,7 @@ class Bridge(JobCommands):
         self._retry_aborts: dict[str, Job | None] = {}  # abort_retry id -> job in its backoff
         self._stopping = False
         self._spoke = False  # pi has written a stdout line: it is up and reads its commands
+        self._spawned_at = 0.0  # anyio clock when pi was spawned (the start of start_timeout)
         self._exiting = False
         self._exit_reason: str | None = None
 
@@ -152,6 +153,7 @@ class Bridge(JobCommands):
         """Spawn pi and start reading its output."""
         if self._process is not None:
             raise RuntimeError("bridge already started")
+        self._spawned_at = anyio.current_time()
         try:
             process = self._process = await PiProcess.spawn(self.config)
         except ProcessExited:
@@ -477,6 +479,10 @@ class Bridge(JobCommands):
         cid: str | None = None,
     ) -> Any:
         limit = self.config.command_timeout if time_limit is None else time_limit
+        if time_limit is None and not self._spoke:
+            # pi is still starting: its start-up is bounded by start_timeout, not by this command.
+            start_left = self._spawned_at + self.config.start_timeout - anyio.current_time()
+            limit = max(limit, start_left)
         cid = cid or new_id()
         with self._pending.expect(type, cid) as pending:
             await self._write({"type": type, "id": cid, **fields})

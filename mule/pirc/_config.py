@@ -76,6 +76,10 @@ class BridgeConfig:
         event_buffer: Each subscriber's buffer, in events (default 100); see the pirc guide
             for what is dropped when it is full.
         command_timeout: Seconds a command waits for pi's response (default 30).
+        start_timeout: Seconds pi may take, from its spawn, to write its first line (default
+            120): a command without its own `time_limit` sent before then waits until the
+            later of its `command_timeout` and this bound, since node loads pi for seconds and
+            for far longer when many start at once on a busy machine.
         job_timeout: Seconds a job may run before it is aborted with `JobTimeout` (default
             300).
         ui_timeout: Seconds an extension dialog may stay unanswered before the bridge
@@ -112,6 +116,7 @@ class BridgeConfig:
     max_line_depth: int = DEFAULT_MAX_LINE_DEPTH
     event_buffer: int = 100
     command_timeout: float = 30.0
+    start_timeout: float = 120.0
     job_timeout: float = 300.0
     ui_timeout: float | None = 300.0
     write_timeout: float = 10.0

@@ -81,7 +81,7 @@ class JobCommands(SessionCommands):
             pid = job.prompt_id = new_id()
             self._prompt_jobs[pid] = job
             try:
-                await self._command("prompt", fields, limit, cid=pid)
+                await self._command("prompt", fields, time_limit, cid=pid)
             except CommandTimeout:
                 # pi may still answer and run it: that run must never attach to a later job.
                 self._stale_prompts.add(pid)

@@ -86,6 +86,12 @@ def build_parser() -> argparse.ArgumentParser:
     limits.add_argument(
         "--command-timeout", type=float, default=30.0, help="seconds for pi to answer a command"
     )
+    limits.add_argument(
+        "--start-timeout",
+        type=float,
+        default=120.0,
+        help="seconds a starting pi may take to answer its first command",
+    )
     limits.add_argument("--max-jobs", type=int, default=4, help="concurrent jobs (one pi each)")
     limits.add_argument("--client-queue", type=int, default=256, help="frames per slow client")
     net = p.add_argument_group("network")
@@ -176,6 +182,7 @@ def prepare(
             job_timeout=args.job_timeout,
             ui_timeout=args.ui_timeout,
             command_timeout=args.command_timeout,
+            start_timeout=args.start_timeout,
         )
         config = ServerConfig(
             bridge=bridge,

@@ -18,6 +18,7 @@ The scenario comes from `FAKE_PI_SCENARIO`:
     deaf     never reads stdin, ignores SIGTERM, and leaves a grandchild in its own session
              holding stdout open (its pid on stderr as `grandchild=PID`): nothing but SIGKILL
              and a bounded wait ends it
+`FAKE_PI_START_DELAY` (seconds, default 0) delays reading stdin at all, as a slow node boot does.
 `get_state` data includes the argv and whether the key env var is set, so tests can check them.
 """
 
@@ -138,6 +139,7 @@ def main() -> None:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         sys.stderr.write("hang: ignoring SIGTERM\n")  # tests wait for this before timing out
         sys.stderr.flush()
+    time.sleep(float(os.environ.get("FAKE_PI_START_DELAY", "0")))
     streaming = False
     for line in sys.stdin:
         cmd = json.loads(line)
