@@ -187,6 +187,8 @@ def test_paths_resolve_against_the_invoking_directory(tmp_path: Path) -> None:
             "work",
             "--command-timeout",
             "7",
+            "--start-timeout",
+            "90",
             "--pass-env",
             "MY_VAR",
             "--allow-origin",
@@ -198,7 +200,7 @@ def test_paths_resolve_against_the_invoking_directory(tmp_path: Path) -> None:
         bridge = prepared.config.bridge
         assert bridge.extensions == (str(here / "ext.ts"),)
         assert bridge.cwd == str(work)
-        assert bridge.command_timeout == 7
+        assert (bridge.command_timeout, bridge.start_timeout) == (7, 90)
         assert prepared.config.env_allow == ("MY_VAR",)
         assert prepared.config.allowed_origins == ("https://ops.example",)
         assert prepared.temp_agent_dir is not None
