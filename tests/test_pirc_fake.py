@@ -148,7 +148,7 @@ def slow_start(delay: float, **kw: Any) -> BridgeConfig:
 
 @pytest.mark.anyio
 async def test_a_slow_start_is_bounded_by_start_timeout_not_command_timeout() -> None:
-    """pi booting for longer than command_timeout: the first prompt waits (start_timeout)."""
+    """A pi booting for longer than command_timeout: the first prompt waits (start_timeout)."""
     async with Bridge(slow_start(1.0, start_timeout=30)) as b:
         result = await b.run("go")
         assert result.outcome == "completed"
