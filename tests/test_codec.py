@@ -337,7 +337,7 @@ def test_golden_fixtures_cover_the_protocol() -> None:
         assert needle in text, needle
 
 
-NODE_MODULES = Path(__file__).parent.parent / "node" / "node_modules" / "@mariozechner"
+NODE_MODULES = Path(__file__).parent.parent / "node" / "legacy" / "node_modules" / "@mariozechner"
 
 
 @pytest.mark.pi

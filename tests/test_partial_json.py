@@ -16,7 +16,7 @@ from mule.pi import parse_streaming_json
 from mule.pi._partial_json import repair_json
 
 ROOT = Path(__file__).resolve().parents[1]
-PI_JSON = ROOT / "node/node_modules/@mariozechner/pi-ai/dist/utils/json-parse.js"
+PI_JSON = ROOT / "node/legacy/node_modules/@mariozechner/pi-ai/dist/utils/json-parse.js"
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers(-1000, 1000) | st.text(max_size=8),

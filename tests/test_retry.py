@@ -187,7 +187,7 @@ def test_classifier_agrees_with_the_pattern_lists(text: str) -> None:
 
 PI_AGENT_SESSION = (
     Path(__file__).parent.parent
-    / "node/node_modules/@mariozechner/pi-coding-agent/dist/core/agent-session.js"
+    / "node/legacy/node_modules/@mariozechner/pi-coding-agent/dist/core/agent-session.js"
 )
 
 

@@ -22,7 +22,7 @@ from mule.pi._json import JsonObject, JsonValue
 
 REPO = Path(__file__).resolve().parent.parent
 NODE_SCRIPT = REPO / "tests" / "node" / "validate.mjs"
-HAVE_PI = (REPO / "node" / "node_modules" / "@mariozechner" / "pi-ai").is_dir()
+HAVE_PI = (REPO / "node" / "legacy" / "node_modules" / "@mariozechner" / "pi-ai").is_dir()
 
 
 def obj(properties: dict[str, Any], required: list[str] | None = None, **extra: Any) -> JsonObject:

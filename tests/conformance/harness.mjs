@@ -8,7 +8,7 @@
 // The packages are resolved from the repository's node/node_modules (what `npm ci` installs).
 import { createInterface } from "node:readline";
 
-const NODE_MODULES = new URL("../../node/node_modules/@mariozechner/", import.meta.url);
+const NODE_MODULES = new URL("../../node/legacy/node_modules/@mariozechner/", import.meta.url);
 const core = await import(new URL("pi-agent-core/dist/index.js", NODE_MODULES).href);
 const ai = await import(new URL("pi-ai/dist/index.js", NODE_MODULES).href);
 

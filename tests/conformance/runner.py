@@ -74,7 +74,7 @@ ROOTS: tuple[Root, ...] = ("effects", "promise")
 
 REPO = Path(__file__).resolve().parents[2]
 HARNESS = Path(__file__).with_name("harness.mjs")
-HAVE_PI = (REPO / "node" / "node_modules" / "@mariozechner" / "pi-agent-core").is_dir()
+HAVE_PI = (REPO / "node" / "legacy" / "node_modules" / "@mariozechner" / "pi-agent-core").is_dir()
 MODEL = Model(
     id="scripted-1", name="Scripted", api="scripted-api", provider="scripted", base_url=""
 )

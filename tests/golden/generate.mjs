@@ -14,7 +14,7 @@ import { fileURLToPath, pathToFileURL } from "node:url";
 const HERE = dirname(fileURLToPath(import.meta.url));
 const OUT = process.argv[2] ?? HERE; // tests pass a scratch directory to check for drift
 // Pi is installed under <repo>/node, not next to this script, so import it by path.
-const PI = join(HERE, "..", "..", "node", "node_modules", "@mariozechner");
+const PI = join(HERE, "..", "..", "node", "legacy", "node_modules", "@mariozechner");
 const load = (pkg) => import(pathToFileURL(join(PI, pkg, "dist", "index.js")).href);
 const { agentLoop } = await load("pi-agent-core");
 const {
