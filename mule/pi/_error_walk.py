@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final, final
 
 from mule.pi._js_values import is_js_number, js_equal, js_keys, to_double, type_matches
+from mule.pi._pattern import search as pattern_search
 from mule.pi._schema import Schema, formats, multiple_of
 
 MAX_ERRORS: Final = 8  # TypeBox's `Settings.maxErrors`, a cap per error context.
@@ -106,7 +107,7 @@ class ErrorWalker:
                 for k in keys
                 if not (
                     k in declared
-                    or any(re.search(p, k) for p in patterns)
+                    or any(pattern_search(p, k) for p in patterns)
                     or self.walk(ctx, f"{path}/{_fragment(k)}", extra, value[k])
                 )
             ]
@@ -121,7 +122,7 @@ class ErrorWalker:
         if isinstance(pattern_props, Mapping):
             ok = (
                 self._all(
-                    not re.search(pattern, k)
+                    not pattern_search(pattern, k)
                     or self.walk(ctx, f"{path}/{_fragment(k)}", sub, value[k])
                     for pattern, sub in pattern_props.items()
                     for k in keys
@@ -255,7 +256,7 @@ class ErrorWalker:
             value, schema["format"]
         ):
             ok = ctx.add("format", path, {"format": schema["format"]})
-        if isinstance(schema.get("pattern"), str) and not re.search(schema["pattern"], value):
+        if isinstance(schema.get("pattern"), str) and not pattern_search(schema["pattern"], value):
             ok = ctx.add("pattern", path, {"pattern": schema["pattern"]})
         return ok
 

@@ -1,8 +1,9 @@
 """Tool schemas compiled by `jsonschema`, extended with the dialect TypeBox also accepts.
 
 Draft 2020-12 plus array-form `items`, `additionalItems`, `dependencies`, TypeBox's tolerant
-`multipleOf`, and a `$ref` that cannot be resolved failing its schema instead of raising (Pi
-compiles union members on their own, away from the root's `$defs`).
+`multipleOf`, patterns matched by RE2 in linear time (`_pattern`), and a `$ref` that cannot be
+resolved failing its schema instead of raising (Pi compiles union members on their own, away
+from the root's `$defs`).
 
 `jsonschema` is imported when the first schema is compiled (`pi_validator()`, `formats()`,
 `check_schema`), not with `mule.pi`: a run without tools never pays for it (~85 ms).
@@ -16,6 +17,7 @@ from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from mule.pi._js_values import is_js_number, to_double
+from mule.pi._pattern import jsonschema_keywords
 
 if TYPE_CHECKING:
     from jsonschema import FormatChecker
@@ -116,6 +118,7 @@ def pi_validator() -> Any:
             "dependencies": _dependencies,
             "multipleOf": _multiple_of_keyword,
             "$ref": _ref,
+            **jsonschema_keywords(),  # every pattern matched in linear time (RE2)
         },
     )
 
@@ -128,21 +131,38 @@ def formats() -> FormatChecker:
     return FormatChecker()
 
 
+@functools.cache
+def _schema_formats() -> FormatChecker:
+    """Return the meta-schema's format checker, without `regex`.
+
+    Python's `re` is not how patterns are read: they are JavaScript, judged by `_pattern` when
+    the schema's bounds are checked.
+    """
+    from jsonschema import FormatChecker
+
+    return FormatChecker(formats=[f for f in FormatChecker.checkers if f != "regex"])
+
+
 def check_schema(schema: Schema) -> str | None:
     """Return why `schema` is not a JSON Schema (Draft 2020-12, or Draft 7 for tuples), or None."""
     if not isinstance(schema, Mapping | bool):
         return f"expected a JSON object, got {type(schema).__name__}"
     from jsonschema import Draft7Validator, Draft202012Validator
-    from jsonschema.exceptions import SchemaError
+    from jsonschema.exceptions import best_match
 
-    try:
-        Draft202012Validator.check_schema(schema)
-    except SchemaError as modern:
-        try:
-            Draft7Validator.check_schema(schema)
-        except SchemaError:
-            return modern.message
-    return None
+    modern = best_match(
+        Draft202012Validator(
+            Draft202012Validator.META_SCHEMA, format_checker=_schema_formats()
+        ).iter_errors(schema)
+    )
+    if modern is None:
+        return None
+    legacy = best_match(
+        Draft7Validator(Draft7Validator.META_SCHEMA, format_checker=_schema_formats()).iter_errors(
+            schema
+        )
+    )
+    return None if legacy is None else modern.message
 
 
 __all__ = ["Schema", "check_schema", "formats", "multiple_of", "pi_validator"]
