@@ -15,9 +15,9 @@ coercion (`_coerce`), the compiled jsonschema dialect (`_schema`), TypeBox's err
 (`_error_walk`) and the failure text (`_error_text`).
 
 Known divergences from Pi (outside what tool schemas normally use):
-- `pattern`/`patternProperties` use Python `re`, not JS `RegExp(p, "u")` (Python's `\d` and `\w`
-  also match non-ASCII digits and letters); `format` uses jsonschema's format checker, whose set
-  of known formats differs from TypeBox's registry.
+- `pattern`/`patternProperties` are JS `RegExp(p, "u")` translated to RE2 (`_pattern`, linear
+  time): backreferences and lookaround are refused (`ToolSchemaError`); `format` uses
+  jsonschema's format checker, whose set of known formats differs from TypeBox's registry.
 - Error lines follow only local `$ref`s (`#`, `#/...`); for `$dynamicRef`, `$recursiveRef`,
   `unevaluatedItems` and `unevaluatedProperties` jsonschema still decides validity, but when the
   walk finds nothing the lines fall back to jsonschema's own paths and messages.
