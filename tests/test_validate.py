@@ -731,7 +731,7 @@ PRIMITIVES = ["number", "integer", "boolean", "string", "null"]
 KEYS = ["a", "b", "c"]
 
 leaf_schemas = st.one_of(
-    st.sampled_from(PRIMITIVES).map(lambda t: {"type": t}),
+    st.sampled_from([*PRIMITIVES, "array", "object"]).map(lambda t: {"type": t}),
     st.lists(st.sampled_from(PRIMITIVES), min_size=2, max_size=3, unique=True).map(
         lambda ts: {"type": ts}
     ),
@@ -740,20 +740,39 @@ leaf_schemas = st.one_of(
         [
             {},
             {"type": "string", "minLength": 2},
+            {"type": "string", "maxLength": 1},
             {"type": "string", "pattern": "^[0-9]+$"},
+            {"type": "string", "pattern": "a.c|\\d\\s"},
+            {"type": "string", "format": "date"},
+            {"type": "string", "format": "email"},
+            {"type": "string", "format": "ipv4"},
+            {"format": "uuid"},
             {"enum": ["a", 1, True, None]},
             {"enum": [[1], {"a": 1}]},
+            {"enum": ["low", "high"]},
             {"const": 1},
+            {"const": "x"},
+            {"const": True},
+            {"const": None},
             {"type": "integer", "multipleOf": 2},
+            {"type": "number", "multipleOf": 0.5},
             {"type": "number", "exclusiveMaximum": 1},
-            {"type": "array"},
+            {"type": "integer", "exclusiveMinimum": 0, "maximum": 3},
             {"type": "array", "maxItems": 1, "uniqueItems": True},
             {"type": "array", "contains": {"type": "string"}},
-            {"type": "object"},
+            {"type": "array", "contains": {"type": "integer"}, "minContains": 2, "maxContains": 3},
+            {"type": "array", "prefixItems": [{"type": "integer"}], "items": False},
             {"type": "object", "minProperties": 1},
+            {"type": "object", "propertyNames": {"pattern": "^[a-c]$"}},
+            {"type": "object", "patternProperties": {"^[ab]$": {"type": "integer"}}},
+            {"type": "object", "properties": {"a": {}}, "unevaluatedProperties": False},
             {"not": {"type": "string"}},
             {"if": {"type": "number"}, "then": {"minimum": 2}, "else": {"type": "boolean"}},
+            {"anyOf": [{"type": "integer"}, {"type": "null"}]},
             {"$ref": "#/$defs/num"},
+            {"$ref": "#/$defs/missing"},
+            {"$ref": "#/$defs/node"},
+            {"$ref": "#/$defs/tagged"},
             True,
             False,
         ]
@@ -796,25 +815,14 @@ scalars = st.one_of(
     st.sampled_from(
         [
             *("1", "1.0", " 0x10 ", "true", "false", "", " ", "1e3", "3.5", "yes", "Infinity"),
-            *(
-                "0b11",
-                "-0",
-                "1_0",
-                "0o7",
-                "TRUE",
-                "null",
-                "a",
-                "ab",
-                "1e21",
-                "\t2\n",
-                "0x",
-                ".5",
-                "5.",
-            ),
+            *("0b11", "-0", "1_0", "0o7", "TRUE", "False", "null", "NULL", "undefined", "12n"),
+            *("a", "ab", "abc", "1e21", "\t2\n", "0x", ".5", "5.", "0", "x", "low", "a\nc"),
+            *("2024-02-29", "2023-02-29", "a@b.co", "10.0.0.1", "\U0001f600", "1 2"),
+            "123e4567-e89b-12d3-a456-426614174000",
         ]
     ),
     st.integers(-3, 3),
-    st.sampled_from([0.5, 1.0, -0.0, 1e21, 2.5e-7, 1.5, 2**53 + 2]),
+    st.sampled_from([0.5, 1.0, -0.0, 1e21, 2.5e-7, 1.5, 2**53 + 2, 3.5, -2.5]),
     st.booleans(),
     st.none(),
 )
@@ -822,7 +830,7 @@ values = st.recursive(
     scalars,
     lambda inner: st.one_of(
         st.lists(inner, max_size=3),
-        st.dictionaries(st.sampled_from([*KEYS, "d", "1"]), inner, max_size=3),
+        st.dictionaries(st.sampled_from([*KEYS, "d", "1", "kind"]), inner, max_size=3),
     ),
     max_leaves=8,
 )
@@ -830,11 +838,11 @@ arguments = st.dictionaries(st.sampled_from([*KEYS, "d"]), values, max_size=4)
 
 
 COERCIBLE: dict[str, list[Any]] = {
-    "number": ["1", " 0x10 ", "1e3", "-2.5", "", "x", None, True, "Infinity", 7],
-    "integer": ["1.0", "3.5", "0b11", None, False, "1e3", 2],
-    "boolean": ["true", "false", "yes", 1, 0, 2, None],
+    "number": ["1", " 0x10 ", "1e3", "-2.5", "", "x", None, True, "Infinity", 7, "TRUE", "12n"],
+    "integer": ["1.0", "3.5", "0b11", None, False, "1e3", 2, 2.5, "-0.5"],
+    "boolean": ["true", "false", "yes", 1, 0, 2, None, "TRUE", "0", "1"],
     "string": [1.0, 1e21, 2.5e-7, True, None, "s"],
-    "null": ["", 0, False, "0", None],
+    "null": ["", 0, False, "0", None, "null", "undefined"],
 }
 
 
@@ -846,6 +854,9 @@ def value_for(draw: st.DrawFn, schema: Any, depth: int = 0) -> Any:
     for union in ("anyOf", "oneOf", "allOf"):
         if union in schema:
             return draw(value_for(draw(st.sampled_from(schema[union])), depth + 1))
+    if "$ref" in schema:
+        name = schema["$ref"].rsplit("/", 1)[-1]
+        return draw(value_for(DEFS.get(name), depth + 1))
     kinds = schema.get("type", [])
     kind = kinds if isinstance(kinds, str) else draw(st.sampled_from(kinds)) if kinds else None
     if kind == "object":
@@ -867,20 +878,47 @@ def value_for(draw: st.DrawFn, schema: Any, depth: int = 0) -> Any:
     return draw(values)
 
 
-DEFS: JsonObject = {"num": {"type": "number", "minimum": 0}}
+DEFS: dict[str, Any] = {
+    "num": {"type": "number", "minimum": 0},
+    "node": {
+        "type": "object",
+        "properties": {
+            "n": {"type": "integer"},
+            "kids": {"type": "array", "items": {"$ref": "#/$defs/node"}},
+        },
+    },
+    "tagged": {
+        "anyOf": [
+            {
+                "type": "object",
+                "properties": {"kind": {"const": "a"}, "x": {"type": "number"}},
+                "required": ["kind"],
+            },
+            {
+                "type": "object",
+                "properties": {"kind": {"const": "b"}, "y": {"type": "string"}},
+                "required": ["kind", "y"],
+            },
+        ]
+    },
+}
 
 
 @pytest.mark.pi
-@settings(suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(
+    max_examples=400,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 @given(properties=st.dictionaries(st.sampled_from(KEYS), schemas, max_size=3), data=st.data())
 def test_matches_pi_on_generated_cases(
     pi: PiValidator, properties: dict[str, Any], data: st.DataObject
 ) -> None:
-    """For generated schemas and arguments, the result equals pi-ai's exactly."""
+    """For generated schemas and arguments, the coerced value or failure text equals pi-ai's."""
     required = data.draw(st.lists(st.sampled_from(KEYS), max_size=2, unique=True))
     extra = data.draw(st.one_of(st.none(), st.booleans(), schemas))
     schema = obj(properties, required, **({} if extra is None else {"additionalProperties": extra}))
-    schema = {**schema, "$defs": dict(DEFS)}
+    schema = {**schema, "$defs": DEFS}
     args = data.draw(st.one_of(arguments, value_for(schema).filter(lambda v: isinstance(v, dict))))
     assert mule_result(schema, args) == pi.run(schema, args)
 
