@@ -9,7 +9,7 @@ with `\Z` and ASCII, as JS's `^...$` without `m` and `u`.
 Approximations (no JS runtime here): `url`, `iri` and `iri-reference` stand for WHATWG's
 `URL.canParse` with a scheme-and-host test; `hostname` follows the LDH and punycode label rules
 without IDNA 2008's context rules; `idn-hostname` and `idn-email` test letters and digits with
-Python's Unicode tables; `regex` compiles with mule's pattern engine.
+Python's Unicode tables; `regex` compiles the source as a translated Python regex.
 """
 
 from __future__ import annotations
@@ -245,9 +245,9 @@ def is_iri_reference(value: str) -> bool:
 
 
 def is_regex(value: str) -> bool:
-    from mule.pi._schema_regex import pattern_problem
+    from mule.pi._schema_regex import is_js_regex
 
-    return pattern_problem(value) is None
+    return is_js_regex(value)
 
 
 FORMATS: Final[dict[str, Callable[[str], bool]]] = {

@@ -2,13 +2,15 @@ r"""The one place where a schema's `pattern` / `patternProperties` source become
 
 pi-schema compiles a pattern as an ECMAScript regex with the `u` flag (without it when the
 source is invalid with it) and tests it with `RegExp.test`, an unanchored search. Every keyword
-of mule's validator that matches a pattern goes through `compile_pattern`, so swapping the
-engine (a bounded, linear-time one) changes only this module.
+of mule's validator that matches a pattern goes through `compile_pattern`, which matches with
+`_pattern` (the JavaScript syntax translated to RE2, linear in the text). A pattern RE2 cannot
+match in linear time (a backreference, lookaround) raises `PatternError`, which the gate turns
+into a `ToolSchemaError`: a deliberate difference from Pi, whose engine backtracks.
 
-The translation to Python's `re` keeps the common meaning: `.` excludes JS's line terminators,
-`\d`, `\w`, `\b` are ASCII, `\s` is JS's whitespace set, `$` is the end of the text (Python's
-also matches before a final newline), named groups and `\u{X}` are rewritten. A source neither
-JS nor this translation can compile raises `PatternError`.
+`is_js_regex` answers the `regex` format (is a string a valid ECMAScript regex?) through a
+translation to Python's `re`, which also accepts what RE2 refuses: `.` excludes JS's line
+terminators, `\d`, `\w`, `\b` are ASCII, `\s` is JS's whitespace set, `$` is the end of the text,
+named groups and `\u{X}` are rewritten; inline flags and `(?P` groups are refused, as in JS.
 """
 
 from __future__ import annotations
@@ -103,21 +105,22 @@ def _translate(source: str) -> str:
 @functools.lru_cache(maxsize=1024)
 def compile_pattern(source: str) -> Callable[[str], bool]:
     """Return `RegExp(source, "u").test` as a Python function, or raise `PatternError`."""
+    from mule.pi._pattern import pattern_problem, search
+
+    why = pattern_problem(source)
+    if why is not None:
+        raise PatternError(f"pattern {source!r} is not a regular expression mule can use: {why}")
+    return lambda text: search(source, text)
+
+
+@functools.lru_cache(maxsize=256)
+def is_js_regex(source: str) -> bool:
+    """Return whether `source` compiles as an ECMAScript regex (the `regex` format)."""
     try:
-        compiled = re.compile(_translate(source), re.ASCII)
-    except (re.error, ValueError, OverflowError, RecursionError, IndexError) as exc:
-        raise PatternError(f"Invalid regular expression: /{source}/: {exc}") from None
-    search = compiled.search
-    return lambda text: search(text) is not None
+        re.compile(_translate(source), re.ASCII)
+    except (re.error, PatternError, ValueError, OverflowError, RecursionError, IndexError):
+        return False
+    return True
 
 
-def pattern_problem(source: str) -> str | None:
-    """Return why `source` cannot be a schema pattern, or None."""
-    try:
-        compile_pattern(source)
-    except PatternError as exc:
-        return str(exc)
-    return None
-
-
-__all__ = ["PatternError", "compile_pattern", "pattern_problem"]
+__all__ = ["PatternError", "compile_pattern", "is_js_regex"]
