@@ -33,6 +33,7 @@ _RADIX: Final = {
     "b": (2, re.compile(r"[01]+")),
 }
 _ARRAY_INDEX: Final = re.compile(r"0|[1-9][0-9]*")
+_DIGITS: Final = frozenset("0123456789")
 
 
 def is_js_number(value: object) -> bool:
@@ -120,7 +121,11 @@ def js_keys(mapping: Mapping[str, Any]) -> list[str]:
     """Return a mapping's keys in JS order: array-index keys ascending, then insertion order."""
     keys = list(mapping)
     # At most 10 digits: an index is below 2**32 - 1 (and int() of a 4,300-digit key raises).
-    index = [k for k in keys if len(k) <= 10 and _ARRAY_INDEX.fullmatch(k) and int(k) < 2**32 - 1]
+    index = [
+        k
+        for k in keys
+        if k[:1] in _DIGITS and len(k) <= 10 and _ARRAY_INDEX.fullmatch(k) and int(k) < 2**32 - 1
+    ]
     if not index:
         return keys
     chosen = set(index)

@@ -93,9 +93,13 @@ class Resolver:
         self._anchors: dict[str, Any] = {}
         self._unresolved: set[str] = set()
         self._indexed = False
+        self._any_id = False
 
     def base_for(self, node: Mapping[str, Any], base: str) -> str:
         """Return the base URI of `node`, whose parent has `base` (its `$id` changes it)."""
+        self._ensure_indexed()
+        if not self._any_id:  # one resource: every node has the root's base
+            return base
         indexed = self._base_of.get(id(node))
         if indexed is not None:
             return indexed
@@ -154,6 +158,7 @@ class Resolver:
         here = base
         ident = node.get("$id")
         if isinstance(ident, str):
+            self._any_id = True
             uri = resolve_uri(ident, here)
             here = document_of(uri)
             self._resources[here] = node
@@ -184,6 +189,7 @@ class Resolver:
         except Exception:  # NoSuchResource and kin: the document is unknown
             return None
         self._resources[doc] = schema
+        self._any_id = True  # a second document: bases differ
         self._index(schema, doc)
         return schema
 
