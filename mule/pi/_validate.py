@@ -126,6 +126,12 @@ class ToolValidator:
 
         Raises `ToolSchemaError` when the schema cannot be evaluated on these arguments.
         """
+        # 1.6.0: a call whose arguments text did not parse (cut by a `length` stop) is refused
+        # with that error before any validation. The field comes with ToolCall's 1.6.0 fields.
+        unparsed = getattr(call, "arguments_error", None)
+        if unparsed:
+            text = f'Invalid arguments for tool "{call.name}": {unparsed}'
+            raise ToolArgumentsError(call.name, (), text)
         flat = self._flat
         if flat is not None:
             accepted = _flat_accepts(flat, call.arguments)
