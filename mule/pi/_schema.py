@@ -126,10 +126,6 @@ def number_bound(value: Any) -> float | None:
     return to_double(value) if is_js_number(value) else None
 
 
-def length_bound(value: Any) -> float | None:
-    return to_double(value) if is_js_number(value) else None
-
-
 def code_points(text: str) -> int:
     return len(text)
 
@@ -161,10 +157,6 @@ def _decimal(x: float) -> tuple[int, int]:
     point = mantissa.find(".")
     fraction = 0 if point < 0 else len(mantissa) - point - 1
     return int(mantissa.replace(".", "")), int(exponent or "0") - fraction
-
-
-def _number_of(value: Any) -> float | None:
-    return to_double(value) if is_js_number(value) else None
 
 
 @final
@@ -279,8 +271,8 @@ class Compiler:
         return self.check(target, target_base)
 
     def _string_group(self, node: Mapping[str, Any], strict: bool) -> Check | None:
-        low = length_bound(node.get("minLength"))
-        high = length_bound(node.get("maxLength"))
+        low = number_bound(node.get("minLength"))
+        high = number_bound(node.get("maxLength"))
         source = node.get("pattern")
         test = compile_pattern(source) if isinstance(source, str) else None
         name = node.get("format")
@@ -341,8 +333,8 @@ class Compiler:
         if "propertyNames" in node:
             names = self.check(node["propertyNames"], base)
             parts.append(lambda v: all(names(k) for k in v))
-        low = length_bound(node.get("minProperties"))
-        high = length_bound(node.get("maxProperties"))
+        low = number_bound(node.get("minProperties"))
+        high = number_bound(node.get("maxProperties"))
         if low is not None or high is not None:
             lo = low if low is not None else 0.0
             hi = high if high is not None else math.inf
@@ -439,8 +431,8 @@ class Compiler:
                 return tail is None or all(tail(x) for x in v[n:])
 
             parts.append(items)
-        low = length_bound(node.get("minItems"))
-        high = length_bound(node.get("maxItems"))
+        low = number_bound(node.get("minItems"))
+        high = number_bound(node.get("maxItems"))
         if low is not None or high is not None:
             lo = low if low is not None else 0.0
             hi = high if high is not None else math.inf
@@ -459,8 +451,8 @@ class Compiler:
     def contains(self, node: Mapping[str, Any], base: str) -> Check:
         """`contains` with `minContains`/`maxContains` (on an array)."""
         matches = self.check(node["contains"], base)
-        low = _number_of(node.get("minContains"))
-        high = _number_of(node.get("maxContains"))
+        low = number_bound(node.get("minContains"))
+        high = number_bound(node.get("maxContains"))
         lo = 1.0 if low is None else low
         hi = math.inf if high is None else high
         return lambda v: lo <= sum(1 for x in v if matches(x)) <= hi
@@ -471,17 +463,15 @@ def unique(v: list[Any]) -> bool:
     return not any(js_equal(v[i], v[j]) for i in range(1, len(v)) for j in range(i))
 
 
-def _key(name: Any) -> Any:
-    # JS property keys are strings: `Object.hasOwn(o, 1)` looks up "1".
+def _key(name: Any) -> str | None:
+    """Return the property key JS looks up for `name` (`Object.hasOwn(o, 1)` looks up "1")."""
     if isinstance(name, str):
         return name
+    if name is None or isinstance(name, bool):
+        return {None: "null", True: "true", False: "false"}[name]
     if is_js_number(name):
         return js_number_to_string(name)
-    return (
-        {True: "true", False: "false", None: "null"}.get(name, name)
-        if not isinstance(name, list | dict)
-        else None
-    )
+    return None  # an object or array: its text is no key a tool's arguments hold
 
 
 def _and(parts: list[Check]) -> Check:
