@@ -44,7 +44,7 @@ def test_a_nested_quantifier_pattern_answers_at_once_on_a_hostile_argument(patte
     schema = {"type": "object", "properties": {"s": {"type": "string", "pattern": pattern}}}
     with pytest.raises(ToolArgumentsError) as caught:
         validate_tool_arguments(_tool(schema), ToolCall("c", "T", {"s": "a" * 60 + "!"}))
-    assert "must match pattern" in caught.value.text
+    assert caught.value.errors == (("s", f"expected to match {pattern}"),)
 
 
 @pytest.mark.parametrize("pattern", HOSTILE)
@@ -57,7 +57,7 @@ def test_a_hostile_pattern_property_and_its_extras_answer_at_once(pattern: str) 
     key = "a" * 60 + "!"
     with pytest.raises(ToolArgumentsError) as caught:
         validate_tool_arguments(_tool(schema), ToolCall("c", "T", {key: 1}))
-    assert "must not have additional properties" in caught.value.text
+    assert caught.value.errors == ((key, "unknown field"),)
 
 
 def test_a_hostile_pattern_in_a_union_member_answers_at_once() -> None:
@@ -67,19 +67,6 @@ def test_a_hostile_pattern_in_a_union_member_answers_at_once() -> None:
         validate_tool_arguments(_tool(schema), ToolCall("c", "T", {"s": "a" * 60 + "!"}))
 
 
-@pytest.mark.parametrize(
-    ("pattern", "why"),
-    [
-        ("(a)\\1", "backreference \\1"),
-        ("(?<x>a)\\k<x>", "named backreference"),
-        ("a(?=b)", "lookaround (?=...)"),
-        ("a(?!b)", "lookaround (?!...)"),
-        ("(?<=a)b", "lookaround (?<=...)"),
-        ("(?<!a)b", "lookaround (?<!...)"),
-        ("a{1001}", "RE2 cannot compile it"),
-        ("(?i)a", "not a JavaScript group"),
-    ],
-)
 class Code(pydantic.BaseModel):
     code: str = pydantic.Field(pattern="^(a+)+$")
 
@@ -106,9 +93,22 @@ async def test_an_output_type_pattern_answers_at_once_on_a_hostile_output() -> N
     )
     assert out.output == Code(code="aa")
     (rejected,) = [e for e in events if e.type == "tool_execution_end" and e.result.is_error]
-    assert "must match pattern" in rejected.result.content[0].text  # type: ignore[union-attr]
+    assert "expected to match ^(a+)+$" in rejected.result.content[0].text  # type: ignore[union-attr]
 
 
+@pytest.mark.parametrize(
+    ("pattern", "why"),
+    [
+        ("(a)\\1", "backreference \\1"),
+        ("(?<x>a)\\k<x>", "named backreference"),
+        ("a(?=b)", "lookaround (?=...)"),
+        ("a(?!b)", "lookaround (?!...)"),
+        ("(?<=a)b", "lookaround (?<=...)"),
+        ("(?<!a)b", "lookaround (?<!...)"),
+        ("a{1001}", "RE2 cannot compile it"),
+        ("(?i)a", "not a JavaScript group"),
+    ],
+)
 def test_what_cannot_be_matched_in_linear_time_is_a_typed_schema_error(
     pattern: str, why: str
 ) -> None:
@@ -121,14 +121,17 @@ def test_what_cannot_be_matched_in_linear_time_is_a_typed_schema_error(
     assert why in str(caught.value)
 
 
-def test_unevaluated_properties_beside_pattern_properties_is_refused() -> None:
+def test_unevaluated_properties_beside_a_hostile_pattern_answers_at_once() -> None:
+    # mule's own unevaluatedProperties matches the patterns through `_pattern` too.
     schema = {
         "type": "object",
         "allOf": [{"patternProperties": {"^(a+)+$": {}}}],
         "unevaluatedProperties": False,
     }
-    with pytest.raises(ToolSchemaError, match="unevaluatedProperties alongside"):
-        validate_tool_arguments(_tool(schema), ToolCall("c", "T", {"a" * 60 + "!": 1}))
+    key = "a" * 60 + "!"
+    with pytest.raises(ToolArgumentsError) as caught:
+        validate_tool_arguments(_tool(schema), ToolCall("c", "T", {key: 1}))
+    assert caught.value.errors == ((key, "unknown field"),)
 
 
 def test_a_lone_surrogate_in_the_text_is_matched_not_raised() -> None:
