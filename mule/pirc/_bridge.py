@@ -507,7 +507,11 @@ class Bridge(JobCommands):
         if self.process_done.is_set():
             raise ProcessExited(self._exit_reason or "pi exited", self.returncode)
         line = json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n"
-        await proc.send(line.encode(), self.config.write_timeout)
+        try:
+            data = line.encode()
+        except UnicodeEncodeError:  # a lone surrogate: sent escaped, as JS's JSON.stringify does
+            data = (json.dumps(obj, separators=(",", ":")) + "\n").encode()
+        await proc.send(data, self.config.write_timeout)
 
     # -- extension UI ------------------------------------------------------------------------
 

@@ -18,7 +18,7 @@ from starlette.routing import Mount, Route, WebSocketRoute
 from starlette.staticfiles import StaticFiles
 from starlette.websockets import WebSocket
 
-from mule.pi import needs_extra
+from mule.pi import needs_extra, stringify
 from mule.pirc import BridgeConfig
 from mule.serve._auth import (
     MAX_BODY_BYTES,
@@ -118,10 +118,20 @@ class ServerConfig:
     allowed_origins: tuple[str, ...] = ()
 
 
+@final
+class _Json(JSONResponse):
+    """JSON written as the WebSocket frames are: a lone surrogate is escaped.
+
+    A model's text can hold one (pi passes on JSON's escape): escaped, it is never an encoding
+    error that turns a listing into a 500.
+    """
+
+    def render(self, content: Any) -> bytes:
+        return stringify(content).encode("utf-8")
+
+
 def _unauthorized() -> Response:
-    return JSONResponse(
-        {"error": "unauthorized"}, status_code=401, headers={"WWW-Authenticate": "Bearer"}
-    )
+    return _Json({"error": "unauthorized"}, status_code=401, headers={"WWW-Authenticate": "Bearer"})
 
 
 def _bearer(request: Request) -> str:
@@ -130,7 +140,7 @@ def _bearer(request: Request) -> str:
 
 
 def _error(message: str, status: int) -> Response:
-    return JSONResponse({"error": message}, status_code=status)
+    return _Json({"error": message}, status_code=status)
 
 
 async def _body(request: Request) -> Any:
@@ -172,7 +182,7 @@ def create_app(config: ServerConfig) -> Starlette:
         return manager.get(str(request.path_params["job_id"]), who)
 
     async def list_jobs(request: Request, who: str) -> Response:
-        return JSONResponse({"jobs": [j.summary() for j in manager.jobs(who)]})
+        return _Json({"jobs": [j.summary() for j in manager.jobs(who)]})
 
     async def start_job(request: Request, who: str) -> Response:
         body = await _body(request)
@@ -187,27 +197,27 @@ def create_app(config: ServerConfig) -> Starlette:
             return _error(str(exc), 429)
         except JobRequestError as exc:
             return _error(str(exc), 400)
-        return JSONResponse(job.to_json(), status_code=201)
+        return _Json(job.to_json(), status_code=201)
 
     async def get_job(request: Request, who: str) -> Response:
         job = find(request, who)
         if job is None:
             return _error("no such job", 404)
-        return JSONResponse(job.to_json())
+        return _Json(job.to_json())
 
     async def cancel_job(request: Request, who: str) -> Response:
         job = find(request, who)
         if job is None:
             return _error("no such job", 404)
         await manager.cancel(job, wait=config.cancel_wait)
-        return JSONResponse(job.to_json(), status_code=200 if job.finished else 202)
+        return _Json(job.to_json(), status_code=200 if job.finished else 202)
 
     async def delete_job(request: Request, who: str) -> Response:
         job = find(request, who)
         if job is None:
             return _error("no such job", 404)
         removed = await manager.remove(job, wait=config.cancel_wait)
-        return JSONResponse(job.to_json(), status_code=200 if removed else 202)
+        return _Json(job.to_json(), status_code=200 if removed else 202)
 
     async def grant_job(request: Request, who: str) -> Response:
         job = find(request, who)
@@ -221,7 +231,7 @@ def create_app(config: ServerConfig) -> Starlette:
             return _error('expected {"client": CLIENT_ID} naming a known client', 400)
         job.granted.add(client)
         manager.jobs_changed()
-        return JSONResponse({"job": job.id, "granted": sorted(job.granted)})
+        return _Json({"job": job.id, "granted": sorted(job.granted)})
 
     async def new_client(request: Request, who: str) -> Response:
         if who != OWNER:
@@ -230,7 +240,7 @@ def create_app(config: ServerConfig) -> Starlette:
             client, token = principals.mint()
         except OverflowError as exc:
             return _error(str(exc), 429)
-        return JSONResponse({"client": client, "token": token}, status_code=201)
+        return _Json({"client": client, "token": token}, status_code=201)
 
     async def index(request: Request) -> Response:
         return FileResponse(STATIC / "index.html", headers={"Content-Security-Policy": _CSP})

@@ -23,6 +23,7 @@ from mule.pirc import (
     BridgeConfig,
     BridgeError,
     BridgeEvent,
+    ConfigError,
     ExtensionUIRequest,
     JobResult,
     Subscription,
@@ -96,7 +97,10 @@ def job_config(base: BridgeConfig, overrides: Mapping[str, Any]) -> BridgeConfig
             if key == "tools" and not all(_NAME.fullmatch(v) for v in value):
                 raise JobRequestError("config.tools must be plain tool names")
             changes[key] = tuple(value)
-    return attrs.evolve(base, **changes)
+    try:
+        return attrs.evolve(base, **changes)
+    except ConfigError as exc:  # anything the bridge refuses is the request's fault
+        raise JobRequestError(f"config: {exc}") from None
 
 
 @final
@@ -320,6 +324,8 @@ class JobManager:
             raise RuntimeError("the job manager is not running")
         if not prompt.strip():
             raise JobRequestError("prompt must not be empty")
+        if not _is_unicode(prompt):
+            raise JobRequestError("prompt holds a lone surrogate (not valid Unicode text)")
         cfg = job_config(self.config.bridge, overrides or {})
         env = child_environment(
             os.environ,
@@ -449,6 +455,14 @@ class JobManager:
                 # One stdout chunk can hold dozens of events: let the clients' senders run
                 # between them, so a burst alone never counts as a client falling behind.
                 await anyio.lowlevel.checkpoint()
+
+
+def _is_unicode(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _final_status(job: ServerJob) -> JobStatus:
