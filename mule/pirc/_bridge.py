@@ -511,7 +511,16 @@ class Bridge(JobCommands):
             data = line.encode()
         except UnicodeEncodeError:  # a lone surrogate: sent escaped, as JS's JSON.stringify does
             data = (json.dumps(obj, separators=(",", ":")) + "\n").encode()
-        await proc.send(data, self.config.write_timeout)
+        try:
+            await proc.send(data, self.config.write_timeout)
+        except ProcessExited:
+            # pi closed its stdin: it is exiting (say, pi failed to start). Its exit code and
+            # stderr tell why, not the broken pipe: wait (bounded) for the exit to be seen.
+            with anyio.move_on_after(self.config.stop_grace):
+                await self.process_done.wait()
+            if self.process_done.is_set():
+                raise ProcessExited(self._exit_reason or "pi exited", self.returncode) from None
+            raise
 
     # -- extension UI ------------------------------------------------------------------------
 

@@ -40,6 +40,7 @@ class PiProcess:
         self._prompt_dir = prompt_dir  # the prompt files pi reads; removed with the streams
         self._write_lock = anyio.Lock()
         self._stdout_eof = anyio.Event()
+        self._stderr_eof = anyio.Event()
         self._stderr_tail: deque[str] = deque(maxlen=STDERR_TAIL_LINES)
         self._wedged = False  # a write timed out: the stream may hold part of a line
         self.returncode: int | None = None
@@ -174,6 +175,8 @@ class PiProcess:
             pass
         except Exception:  # a logging failure must not take the exit waiter down with it
             log.exception("pi stderr reader failed")
+        finally:
+            self._stderr_eof.set()
 
     async def close_streams(self) -> None:
         """Close all three pipes (after the readers stopped): no descriptor outlives the bridge.
@@ -205,10 +208,14 @@ class PiProcess:
         return self.returncode
 
     async def wait(self) -> int:
-        """Reap pi, then give its stdout a moment to reach EOF; return the exit code."""
+        """Reap pi, then give its stdout and stderr a moment to reach EOF; return the exit code.
+
+        The stderr tail is the exit's reason: read to its end, or the reason could miss it.
+        """
         rc = self.returncode = await self._process.wait()
         with anyio.move_on_after(STDOUT_EOF_GRACE_S):
             await self._stdout_eof.wait()
+            await self._stderr_eof.wait()
         return rc
 
     def exit_reason(self) -> str:
