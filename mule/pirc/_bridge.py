@@ -12,7 +12,7 @@ import contextlib
 import json
 import logging
 import signal
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, final
 
@@ -106,6 +106,7 @@ class Bridge(JobCommands):
         self.returncode: int | None = None
         self._process: PiProcess | None = None
         self._tg: TaskGroup | None = None
+        self._running: contextlib.AbstractAsyncContextManager[None] | None = None
         self._pending = PendingCommands()
         self._barriers: dict[str, tuple[Job, int]] = {}
         self._subscribers = Subscribers()
@@ -138,7 +139,11 @@ class Bridge(JobCommands):
         return self._job
 
     async def __aenter__(self) -> Bridge:
-        await self.start()
+        """Spawn pi and start reading its output (the only way to start a bridge)."""
+        if self._running is not None or self._process is not None:
+            raise RuntimeError("a Bridge is entered once")
+        running = self._running = self._run()
+        await running.__aenter__()
         return self
 
     async def __aexit__(
@@ -146,40 +151,46 @@ class Bridge(JobCommands):
         exc_type: type[BaseException] | None,
         exc: BaseException | None,
         tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
+    ) -> bool | None:
+        """Stop pi (see `stop`), end the bridge's background tasks and close pi's pipes."""
+        assert self._running is not None
+        return await self._running.__aexit__(exc_type, exc, tb)
 
-    async def start(self) -> None:
-        """Spawn pi and start reading its output."""
-        if self._process is not None:
-            raise RuntimeError("bridge already started")
+    @contextlib.asynccontextmanager
+    async def _run(self) -> AsyncIterator[None]:
         self._spawned_at = anyio.current_time()
         try:
-            process = self._process = await PiProcess.spawn(self.config)
+            with anyio.CancelScope(shield=True):  # a spawned child is always reaped
+                process = self._process = await PiProcess.spawn(self.config)
         except ProcessExited:
             self.process_done.set()
             raise
         framer = LineFramer(self.config.max_line_bytes, self.stats.frames)
-        self._tg = anyio.create_task_group()
-        await self._tg.__aenter__()
-        # The exit waiter comes first and never depends on the readers: whatever they meet,
-        # pi's exit is seen, its job ended and `process_done` set.
-        self._tg.start_soon(self._wait_exit, process)
-        self._tg.start_soon(process.read_stdout, framer, self._handle_line)
-        self._tg.start_soon(process.read_stderr, self._count_stderr_line)
-
-    async def aclose(self) -> None:
-        """Stop pi (see `stop`) and end the bridge's background tasks."""
+        # The exit waiter and the readers are shielded from the caller's cancel scopes: a
+        # cancel or deadline around `async with` must leave them to see pi exit while `stop()`
+        # shuts it down. They end when pi is gone, or when their own scope is cancelled below.
+        guards = [anyio.CancelScope(shield=True) for _ in range(3)]
         try:
-            await self.stop()
+            async with anyio.create_task_group() as tg:
+                self._tg = tg
+                # The exit waiter comes first and never depends on the readers: whatever they
+                # meet, pi's exit is seen, its job ended and `process_done` set.
+                tg.start_soon(_guarded, guards[0], self._wait_exit, process)
+                tg.start_soon(_guarded, guards[1], process.read_stdout, framer, self._handle_line)
+                tg.start_soon(_guarded, guards[2], process.read_stderr, self._count_stderr_line)
+                try:
+                    yield
+                finally:
+                    try:
+                        await self.stop()
+                    finally:
+                        for guard in guards:
+                            guard.cancel()
+                        tg.cancel_scope.cancel()
         finally:
-            tg, self._tg = self._tg, None
-            if tg is not None:
-                tg.cancel_scope.cancel()
-                await tg.__aexit__(None, None, None)
-            if self._process is not None:
-                with anyio.CancelScope(shield=True):
-                    await self._process.close_streams()
+            self._tg = None
+            with anyio.CancelScope(shield=True):
+                await process.close_streams()
 
     async def stop(self) -> int | None:
         """Shut pi down: abort if running, close stdin, wait, SIGTERM, then SIGKILL.
@@ -545,6 +556,13 @@ class Bridge(JobCommands):
             await self._write(
                 {"type": "extension_ui_response", "id": request_id, "cancelled": True}
             )
+
+
+async def _guarded(
+    scope: anyio.CancelScope, fn: Callable[..., Awaitable[object]], *args: Any
+) -> None:
+    with scope:
+        await fn(*args)
 
 
 __all__ = ["Bridge", "BridgeStats", "EventCallback"]
