@@ -148,6 +148,7 @@ async def test_signals_never_reach_a_reaped_pid(monkeypatch: pytest.MonkeyPatch)
         {"tools": ("read", "--no-tools")},
         {"tools": ("read,bash",)},
         {"extensions": ("-x.ts",)},
+        {"skills": ("--skill=/tmp",)},
         {"model": ""},
         {"model": "m\x00"},
         {"tools": ("read\ud800",)},
@@ -200,6 +201,8 @@ def test_prompt_texts_reach_pi_through_private_files_never_as_argv_words(
         assert Path(prompt_dir).stat().st_mode & 0o777 == 0o700
     finally:
         shutil.rmtree(prompt_dir)
+    skills = cfg("ok", skills=("/srv/skills/a", "b")).argv()
+    assert skills[skills.index("--skill") :][:4] == ["--skill", "/srv/skills/a", "--skill", "b"]
     assert cfg("ok").write_prompts() is None
     assert cfg("ok", system_prompt="").write_prompts() is None
 

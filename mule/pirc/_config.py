@@ -62,6 +62,8 @@ class BridgeConfig:
             pi's default set.
         no_tools: Start pi with no tools at all (`--no-tools`; wins over `tools`).
         extensions: Extension files to load (`-e` each).
+        skills: Skill files or directories to load (`--skill` each; loaded even with
+            `no_discovery`).
         no_discovery: Load only what this config names: no extensions, skills, prompt
             templates, themes or context files (AGENTS.md) found on disk (default True).
         system_prompt: The text that replaces pi's system prompt; None: pi's own. Always text,
@@ -110,6 +112,7 @@ class BridgeConfig:
     tools: tuple[str, ...] | None = None
     no_tools: bool = False
     extensions: tuple[str, ...] = ()
+    skills: tuple[str, ...] = ()
     no_discovery: bool = True
     system_prompt: str | None = None
     append_system_prompt: tuple[str, ...] = ()
@@ -161,6 +164,8 @@ class BridgeConfig:
             args.append("--no-context-files")
         for ext in self.extensions:
             args += ["-e", ext]
+        for skill in self.skills:
+            args += ["--skill", skill]
         if self.system_prompt is not None:
             args += ["--system-prompt", prompt_arg(_SYSTEM_FILE, self.system_prompt)]
         for i, extra in enumerate(self.append_system_prompt):
@@ -247,6 +252,7 @@ def check_argv_values(config: BridgeConfig) -> None:
     ]
     named += [("tools", t) for t in config.tools or ()]
     named += [("extensions", e) for e in config.extensions]
+    named += [("skills", s) for s in config.skills]
     for name, value in named:
         if value is not None and _FLAG_LIKE.match(value):
             raise ConfigError(f"{name} value {value[:40]!r} looks like a command-line option")

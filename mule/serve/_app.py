@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import socket
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, final
 
@@ -20,6 +20,7 @@ from starlette.websockets import WebSocket
 
 from mule.pi import needs_extra, stringify
 from mule.pirc import BridgeConfig
+from mule.serve._agents import AgentProfile, check_agents
 from mule.serve._auth import (
     MAX_BODY_BYTES,
     OWNER,
@@ -98,6 +99,11 @@ class ServerConfig:
         env_allow: Names of our environment variables a job's pi may also see (never the
             server token's variable).
         allowed_origins: Browser origins `/ws` accepts besides the page's own loopback one.
+        agents: Named agent profiles clients pick with `"agent": NAME` (see `AgentProfile`):
+            each is `bridge` with the profile's settings, and lets clients override only what
+            it names.
+        default_agent: The agent a job without `"agent"` runs; None: `bridge` itself, with
+            every setting of `OVERRIDABLE` open to clients.
 
     """
 
@@ -116,6 +122,11 @@ class ServerConfig:
     cancel_wait: float = 15.0
     env_allow: tuple[str, ...] = field(default=(), validator=_check_allow)
     allowed_origins: tuple[str, ...] = ()
+    agents: Mapping[str, AgentProfile] = field(factory=dict)
+    default_agent: str | None = None
+
+    def __attrs_post_init__(self) -> None:
+        check_agents(self.bridge, self.agents, self.default_agent)
 
 
 @final
@@ -191,13 +202,20 @@ def create_app(config: ServerConfig) -> Starlette:
         overrides = body.get("config") or {}
         if not isinstance(overrides, dict):
             return _error("config must be an object", 400)
+        agent = body.get("agent")
+        if agent is not None and not isinstance(agent, str):
+            return _error("agent must be a string (an agent's name)", 400)
         try:
-            job = manager.start(body["prompt"], overrides, owner=who)
+            job = manager.start(body["prompt"], overrides, owner=who, agent=agent)
         except TooManyJobs as exc:
             return _error(str(exc), 429)
         except JobRequestError as exc:
             return _error(str(exc), 400)
         return _Json(job.to_json(), status_code=201)
+
+    async def list_agents(request: Request, who: str) -> Response:
+        agents = [p.to_json(name) for name, p in config.agents.items()]
+        return _Json({"agents": agents, "default": config.default_agent})
 
     async def get_job(request: Request, who: str) -> Response:
         job = find(request, who)
@@ -264,6 +282,7 @@ def create_app(config: ServerConfig) -> Starlette:
             Route("/jobs/{job_id}/cancel", authed(cancel_job), methods=["POST"]),
             Route("/jobs/{job_id}/grant", authed(grant_job), methods=["POST"]),
             Route("/clients", authed(new_client), methods=["POST"]),
+            Route("/agents", authed(list_agents), methods=["GET"]),
             WebSocketRoute("/ws", ws),
         ],
         lifespan=lifespan,
