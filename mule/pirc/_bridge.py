@@ -12,7 +12,7 @@ import contextlib
 import json
 import logging
 import signal
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, final
 
@@ -106,7 +106,8 @@ class Bridge(JobCommands):
         self.returncode: int | None = None
         self._process: PiProcess | None = None
         self._tg: TaskGroup | None = None
-        self._running: contextlib.AbstractAsyncContextManager[None] | None = None
+        self._entered = False
+        self._guards: list[anyio.CancelScope] = []  # the background tasks' own scopes
         self._pending = PendingCommands()
         self._barriers: dict[str, tuple[Job, int]] = {}
         self._subscribers = Subscribers()
@@ -140,24 +141,9 @@ class Bridge(JobCommands):
 
     async def __aenter__(self) -> Bridge:
         """Spawn pi and start reading its output (the only way to start a bridge)."""
-        if self._running is not None or self._process is not None:
+        if self._entered:
             raise RuntimeError("a Bridge is entered once")
-        running = self._running = self._run()
-        await running.__aenter__()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> bool | None:
-        """Stop pi (see `stop`), end the bridge's background tasks and close pi's pipes."""
-        assert self._running is not None
-        return await self._running.__aexit__(exc_type, exc, tb)
-
-    @contextlib.asynccontextmanager
-    async def _run(self) -> AsyncIterator[None]:
+        self._entered = True
         self._spawned_at = anyio.current_time()
         try:
             with anyio.CancelScope(shield=True):  # a spawned child is always reaped
@@ -166,31 +152,44 @@ class Bridge(JobCommands):
             self.process_done.set()
             raise
         framer = LineFramer(self.config.max_line_bytes, self.stats.frames)
-        # The exit waiter and the readers are shielded from the caller's cancel scopes: a
+        # The task group is entered here and left in `__aexit__`, so it nests exactly as the
+        # caller's `async with`; the body's own exceptions never pass through it (they are
+        # not wrapped in an ExceptionGroup).
+        tg = anyio.create_task_group()
+        await tg.__aenter__()
+        self._tg = tg
+        # The exit waiter and the readers run shielded from the caller's cancel scopes: a
         # cancel or deadline around `async with` must leave them to see pi exit while `stop()`
-        # shuts it down. They end when pi is gone, or when their own scope is cancelled below.
-        guards = [anyio.CancelScope(shield=True) for _ in range(3)]
+        # shuts it down. They end when pi is gone, or when `__aexit__` cancels their scopes.
+        guard = self._guards = [anyio.CancelScope(shield=True) for _ in range(3)]
+        # The exit waiter comes first and never depends on the readers: whatever they meet,
+        # pi's exit is seen, its job ended and `process_done` set.
+        tg.start_soon(_guarded, guard[0], self._wait_exit, process)
+        tg.start_soon(_guarded, guard[1], process.read_stdout, framer, self._handle_line)
+        tg.start_soon(_guarded, guard[2], process.read_stderr, self._count_stderr_line)
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        """Stop pi (see `stop`), end the bridge's background tasks and close pi's pipes."""
+        tg, self._tg = self._tg, None
         try:
-            async with anyio.create_task_group() as tg:
-                self._tg = tg
-                # The exit waiter comes first and never depends on the readers: whatever they
-                # meet, pi's exit is seen, its job ended and `process_done` set.
-                tg.start_soon(_guarded, guards[0], self._wait_exit, process)
-                tg.start_soon(_guarded, guards[1], process.read_stdout, framer, self._handle_line)
-                tg.start_soon(_guarded, guards[2], process.read_stderr, self._count_stderr_line)
-                try:
-                    yield
-                finally:
-                    try:
-                        await self.stop()
-                    finally:
-                        for guard in guards:
-                            guard.cancel()
-                        tg.cancel_scope.cancel()
+            await self.stop()
         finally:
-            self._tg = None
-            with anyio.CancelScope(shield=True):
-                await process.close_streams()
+            for guard in self._guards:
+                guard.cancel()
+            try:
+                if tg is not None:
+                    tg.cancel_scope.cancel()
+                    await tg.__aexit__(None, None, None)
+            finally:
+                if self._process is not None:
+                    with anyio.CancelScope(shield=True):
+                        await self._process.close_streams()
 
     async def stop(self) -> int | None:
         """Shut pi down: abort if running, close stdin, wait, SIGTERM, then SIGKILL.
