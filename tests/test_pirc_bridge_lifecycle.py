@@ -216,9 +216,13 @@ async def test_a_deadline_around_the_block_ends_the_real_pi_without_warnings(
 async def test_the_blocks_own_exception_comes_out_as_it_is() -> None:
     """An exception raised in the block is not wrapped in an ExceptionGroup; pi still stops."""
     b = Bridge(fake_cfg("ok"))
-    with pytest.raises(ProcessExited, match="mine"):
+
+    async def use() -> None:
         async with b:
             await b.get_state()
             raise ProcessExited("mine")
+
+    with pytest.raises(ProcessExited, match="mine"):
+        await use()
     assert b.returncode == 0
     assert_reaped(b.pid)
