@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
-from typing import ClassVar, Literal, TypeAlias, final
+from typing import Any, ClassVar, Literal, TypeAlias, cast, final
 
 from attrs import field, frozen
 
@@ -97,14 +97,15 @@ def check_listener(listener: object) -> None:
 _MESSAGE_TYPES = (UserMessage, AssistantMessage, ToolResultMessage)
 
 
-def _messages(value: object) -> tuple[Message, ...]:
+def _messages(given: str | Message | Iterable[Message]) -> tuple[Message, ...]:
     """`MuleRunInput.messages`: a str is one user message; otherwise mule.pi messages."""
+    value: object = given  # checked at run time: callers may not be type-checked
     if isinstance(value, str):
         return (UserMessage(value),)
     if isinstance(value, _MESSAGE_TYPES):
         return (value,)
     if isinstance(value, Iterable) and not isinstance(value, dict | bytes):
-        items = tuple(value)
+        items: tuple[object, ...] = tuple(value)
         for i, m in enumerate(items):
             if not isinstance(m, _MESSAGE_TYPES):
                 hint = (
@@ -117,15 +118,16 @@ def _messages(value: object) -> tuple[Message, ...]:
                     " str (one user message) or a sequence of mule.pi.UserMessage,"
                     f" AssistantMessage and ToolResultMessage{hint}"
                 )
-        return items
+        return cast(tuple[Message, ...], items)
     raise TypeError(
         f"messages has type {type(value).__name__}: it takes a str (one user message) or a"
         " sequence of mule.pi.UserMessage, AssistantMessage and ToolResultMessage"
     )
 
 
-def _tools(value: object) -> tuple[MuleTool, ...]:
+def _tools(given: Iterable[MuleTool | Callable[..., Any]]) -> tuple[MuleTool, ...]:
     """`MuleRunInput.tools`: `MuleTool`s; a plain function is made one as `@mule.tool` does."""
+    value: object = given  # checked at run time: callers may not be type-checked
     if isinstance(value, MuleTool) or not isinstance(value, Iterable) or isinstance(value, str):
         raise TypeError(
             f"tools has type {type(value).__name__}: it takes a sequence of tools"
