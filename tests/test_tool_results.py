@@ -74,6 +74,7 @@ CASES: list[tuple[object, Any]] = [
         {"items": [{"v": 1, "colour": "blue"}], "by_name": {"a": {"v": 2, "when": "2026-12-06"}}},
     ),
     ({Colour.BLUE: WHEN.time()}, {"blue": "18:30:00"}),
+    ({1: Size.SMALL, 2: socket.AF_INET}, {"1": 1, "2": 2}),  # int keys as JSON writes them
     (WHEN, "2026-12-06T18:30:00+00:00"),
     ((1, 2.5, True, None), [1, 2.5, True, None]),
 ]
@@ -92,7 +93,7 @@ def text_of_result(result: mule.MuleToolResult) -> str:
 
 @pytest.mark.parametrize(
     "value",
-    [object(), {"k": [socket.AF_INET, threading.Lock()]}, {1: "int key"}, float("nan"), b"x"],
+    [object(), {"k": [1, threading.Lock()]}, {(1, 2): "tuple key"}, float("nan"), b"x"],
 )
 def test_anything_else_is_a_typed_error_naming_tool_and_type(value: object) -> None:
     with pytest.raises(ToolResultError, match="tool lookup returned ") as caught:

@@ -1,8 +1,9 @@
 """A tool's return value as JSON, encoded as its arguments are decoded.
 
 Dataclasses, attrs classes, pydantic models, `TypedDict`s (plain dicts at run time), enums,
-datetimes, and lists, tuples, sets and string-keyed dicts of them become JSON: field names as
-keys (the names the argument schema uses), enums as their values, datetimes in ISO 8601.
+datetimes, and lists, tuples, sets and dicts of them (keys str, int or enum) become JSON: field
+names as keys (the names the argument schema uses), enums as their values, datetimes in ISO
+8601, int keys as their digits.
 Anything else is a `ToolResultError` naming the tool and the type: never `str(value)`.
 """
 
@@ -39,7 +40,9 @@ def _key(key: object, path: str) -> str:
     if isinstance(key, enum.Enum):
         key = key.value
     if isinstance(key, str):
-        return key
+        return str(key)
+    if isinstance(key, int) and not isinstance(key, bool):
+        return str(int(key))  # as JSON writes an int key
     raise _Unencodable(f"a dict key of type {type(key).__name__}", path)
 
 
