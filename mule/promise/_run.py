@@ -44,6 +44,12 @@ class Mule:
 
 
 mule = Mule()
+"""The module's one `Mule`."""
 run = mule.run
+"""`await mule.run(input, listener=None, signal=None)`: `Mule.run` of `mule.mule`.
+
+Runs one complete loop and returns its `MuleRunOutcome`; raises `MuleRunFailed` when the run
+failed, the abort reason when `signal` aborted it. `listener(event, signal)` sees every event.
+"""
 
 __all__ = ["Mule", "MuleRunFailed", "mule", "run"]
