@@ -155,8 +155,8 @@ def _tools(given: Iterable[MuleTool | Callable[..., Any]]) -> tuple[MuleTool, ..
 class MuleRunInput(MuleRunSettings[OutputT]):
     """Everything one run needs, with plain async callbacks.
 
-    Checked when built: `messages` may be a str (one user message) or a sequence of
-    `mule.pi` messages, and a plain function in `tools` is made a tool as `@mule.tool` makes
+    Checked when built: `messages` may be a str (one user message), one `mule.pi` message
+    or a sequence of them, and a plain function in `tools` is made a tool as `@mule.tool` makes
     it; anything else is a `TypeError` at once.
 
     Attributes:
