@@ -144,7 +144,10 @@ def test_a_profile_may_leave_open_only_client_settings() -> None:
 
 
 def test_mule_serve_reads_agents_from_a_file_with_paths_relative_to_it(tmp_path: Path) -> None:
-    """`--agents FILE`: extensions and skills relative to the file, which must exist."""
+    """`--agents FILE`: extensions and skills relative to the file, which must exist.
+
+    `--skill` is relative to the invoking directory, as `-e` is.
+    """
     conf = tmp_path / "conf"
     (conf / "skills" / "hello").mkdir(parents=True)
     (conf / "ext.ts").write_text("export default function () {}\n")
@@ -161,17 +164,17 @@ def test_mule_serve_reads_agents_from_a_file_with_paths_relative_to_it(tmp_path:
         )
     )
     here = tmp_path / "elsewhere"
-    here.mkdir()
+    (here / "my-skill").mkdir(parents=True)
     argv = ["--model", "local/m", "--base-url", "http://127.0.0.1:9/v1", "--pi", PI]
-    args = build_parser().parse_args(
-        [*argv, "--agents", str(conf / "agents.json"), "--default-agent", "helper"]
-    )
+    argv += ["--agents", str(conf / "agents.json"), "--default-agent", "helper"]
+    args = build_parser().parse_args([*argv, "--skill", "my-skill"])
     prepared = prepare(args, TOKEN, {"PATH": "/usr/bin:/bin"}, cwd=here)
     try:
         helper = prepared.config.agents["helper"]
         assert helper.extensions == (str(conf / "ext.ts"),)
         assert helper.skills == (str(conf / "skills" / "hello"),)
         assert prepared.config.default_agent == "helper"
+        assert prepared.config.bridge.skills == (str(here / "my-skill"),)  # the invoking dir's
         (conf / "agents.json").write_text(json.dumps({"helper": {"skills": ["missing"]}}))
         with pytest.raises(SetupError, match="agent 'helper' skill 'missing' not found"):
             prepare(args, TOKEN, {"PATH": "/usr/bin:/bin"}, cwd=here)
