@@ -16,7 +16,15 @@ import pytest
 
 from mule.pirc import Bridge, BridgeConfig, ExtensionUIRequest, ProcessExited
 from mule.testing.fake_openai import FakeOpenAI, chat_text
-from tests.pirc.helpers import HERE, PI, PI_CURRENT, assert_reaped, config, make_home
+from tests.pirc.helpers import (
+    HERE,
+    PI,
+    PI_CURRENT,
+    PI_SCRIPT,
+    assert_reaped,
+    config,
+    make_home,
+)
 from tests.pirc.old_node import OLD_NODE
 
 
@@ -38,7 +46,7 @@ async def test_pi_160_on_an_old_node_reports_its_exit_and_stderr(
     assert OLD_NODE is not None
     dirs = make_home(tmp_path, "http://127.0.0.1:9/v1")
     env = {"PATH": str(Path(OLD_NODE).parent)}
-    cfg = config(dirs, executable=PI_CURRENT, env=env, inherit_env=False)
+    cfg = config(dirs, executable=PI_SCRIPT, env=env, inherit_env=False)
     with anyio.fail_after(60):
         async with Bridge(cfg) as b:
             with pytest.raises(ProcessExited) as info:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import sys
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
@@ -25,15 +26,28 @@ _LOOPBACK = ("127.0.0.1", "localhost", "::1")
 _SYSTEM_FILE = "system-prompt.md"
 
 
+def project_pi() -> str:
+    """Return the pi a checkout's `./dev setup` installs.
+
+    That is `pi` beside this Python (`.venv/bin/pi`: pi 1.6.0 on the Node >= 22.19 that
+    `./dev setup` puts in the venv, whatever `node` is on PATH), else the checkout's
+    `node/node_modules/.bin/pi` (which runs on PATH's `node`).
+    """
+    beside = Path(sys.executable).parent / "pi"
+    if beside.is_file():
+        return str(beside)
+    return str(Path(__file__).resolve().parents[2] / "node" / "node_modules" / ".bin" / "pi")
+
+
 def default_pi_executable() -> str:
-    """Return `$MULE_PI` if set, else `pi` on PATH, else the repo's `node/node_modules/.bin/pi`."""
+    """Return `$MULE_PI` if set, else `pi` on PATH, else `project_pi()`."""
     env = os.environ.get("MULE_PI")
     if env:
         return env
     found = shutil.which("pi")
     if found:
         return found
-    return str(Path(__file__).resolve().parents[2] / "node" / "node_modules" / ".bin" / "pi")
+    return project_pi()
 
 
 @final
@@ -284,4 +298,5 @@ __all__ = [
     "ThinkingOption",
     "check_argv_values",
     "default_pi_executable",
+    "project_pi",
 ]

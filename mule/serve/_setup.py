@@ -22,6 +22,7 @@ from attrs import field, frozen
 
 from mule.pi.models import get_model, get_models, get_providers
 from mule.pi.providers import ENV_API_KEYS
+from mule.pirc import project_pi
 
 PI_PACKAGE: Final = "@earendil-works/pi-coding-agent@1.6.0"
 PI_NODE: Final = "22.19"  # the oldest Node.js pi 1.6.0 runs on (older ones: a missing export)
@@ -30,7 +31,6 @@ CUSTOM_API: Final = "openai-completions"
 CUSTOM_KEY_ENV: Final = "MULE_API_KEY"
 NO_KEY: Final = "none"  # local servers need no key, but pi insists on one
 VERSION_TIMEOUT_S: Final = 30.0
-_REPO_PI: Final = Path(__file__).resolve().parents[2] / "node" / "node_modules" / ".bin" / "pi"
 
 
 class SetupError(ValueError):
@@ -66,7 +66,7 @@ def find_pi(explicit: str | None, environ: Mapping[str, str] | None = None) -> t
     found = shutil.which("pi", path=env.get("PATH"))
     if found:
         return found, "PATH"
-    return str(_REPO_PI), "the project's node/ install"
+    return project_pi(), "the project's ./dev setup install"
 
 
 def check_pi(path: str, source: str, env: Mapping[str, str]) -> PiExecutable:
