@@ -22,12 +22,10 @@ DFA's memory budget keep that constant bounded (docs/security.md gives measured 
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Final
 
 if TYPE_CHECKING:
     import re2
-    from jsonschema.exceptions import ValidationError
 
 MAX_PROGRAM: Final = 200_000  # RE2 instructions: the constant of the linear bound (see below)
 _MAX_MEM: Final = 32 << 20  # RE2's budget per pattern: its program and its DFA's state cache
@@ -270,65 +268,9 @@ def _match(made: re2._Regexp, text: str) -> bool:
         return made.search(text.encode("utf-8", "replace").decode()) is not None
 
 
-def _pattern(
-    validator: Any, pattern: Any, instance: Any, schema: Mapping[str, Any]
-) -> Iterator[ValidationError]:
-    from jsonschema.exceptions import ValidationError
-
-    if validator.is_type(instance, "string") and not search(pattern, instance):
-        yield ValidationError(f"{instance!r} does not match {pattern!r}")
-
-
-def _pattern_properties(
-    validator: Any, patterns: Any, instance: Any, schema: Mapping[str, Any]
-) -> Iterator[ValidationError]:
-    if not validator.is_type(instance, "object"):
-        return
-    for pattern, sub in patterns.items():
-        for key, value in instance.items():
-            if search(pattern, key):
-                yield from validator.descend(value, sub, path=key, schema_path=pattern)
-
-
-def _additional_properties(
-    validator: Any, extra: Any, instance: Any, schema: Mapping[str, Any]
-) -> Iterator[ValidationError]:
-    from jsonschema.exceptions import ValidationError
-
-    if not validator.is_type(instance, "object"):
-        return
-    named = schema.get("properties", {})
-    patterns = list(schema.get("patternProperties", {}))
-    extras = [
-        key
-        for key in instance
-        if key not in named and not any(search(pattern, key) for pattern in patterns)
-    ]
-    if validator.is_type(extra, "object"):
-        for key in extras:
-            yield from validator.descend(instance[key], extra, path=key)
-    elif not extra and extras:
-        listed = ", ".join(repr(key) for key in sorted(extras, key=str))
-        yield ValidationError(f"Additional properties are not allowed ({listed} unexpected)")
-
-
-def jsonschema_keywords() -> dict[str, Any]:
-    """Return jsonschema keyword functions that match every schema pattern with `search`.
-
-    `pattern`, `patternProperties` and `additionalProperties` (which skips the names a
-    pattern matches) are the Draft 2020-12 keywords jsonschema would match with Python's `re`.
-    """
-    return {
-        "pattern": _pattern,
-        "patternProperties": _pattern_properties,
-        "additionalProperties": _additional_properties,
-    }
-
-
 __all__ = [
     "MAX_PROGRAM",
     "PatternRefused",
-    "jsonschema_keywords",
     "pattern_problem",
     "search",
     "translate",
