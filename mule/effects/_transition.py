@@ -288,7 +288,7 @@ def _crashed(state: RunState, fact: Fact, exc: Exception) -> tuple[RunState, tup
 
 
 def _begin(t: _Txn) -> None:
-    t.cmds.append(RunStart(run=t.cfg.run))
+    t.cmds.append(RunStart(run=t.cfg.run, messages=t.context))
     _open_turn(t)
     resume = t.cfg.resume
     if resume is not None:

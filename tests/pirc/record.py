@@ -7,6 +7,7 @@ fake OpenAI server. Only run-level and lifecycle records are kept, streaming upd
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import tempfile
 import time
@@ -25,8 +26,9 @@ def record(name: str, script: list[dict[str, Any]], commands: list[dict[str, Any
         dirs = make_home(Path(td), fake.base_url)
         (Path(dirs["work"]) / "a.txt").write_text("alpha\n")
         cfg = config(dirs, tools=("ls", "read"))
+        prompts = cfg.write_prompts()
         proc = subprocess.Popen(
-            cfg.argv(),
+            cfg.argv(prompts),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             env=cfg.child_env(),
@@ -38,6 +40,8 @@ def record(name: str, script: list[dict[str, Any]], commands: list[dict[str, Any
             proc.stdin.flush()
         time.sleep(4)
         out, _ = proc.communicate(timeout=10)
+        if prompts is not None:
+            shutil.rmtree(prompts)
     OUT.mkdir(exist_ok=True)
     (OUT / f"{name}.jsonl").write_bytes(out)
 
