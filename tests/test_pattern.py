@@ -14,14 +14,17 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pydantic
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mule.pi import ToolArgumentsError, ToolSchemaError, validate_tool_arguments
+import mule
+from mule.pi import Model, ToolArgumentsError, ToolSchemaError, UserMessage, validate_tool_arguments
 from mule.pi._content import ToolCall
 from mule.pi._context import Tool
 from mule.pi._pattern import pattern_problem, search
+from mule.pi.scripted import Call, ScriptedModel, reply
 
 REPO = Path(__file__).resolve().parent.parent
 NODE_SCRIPT = REPO / "tests" / "node" / "regex.mjs"
@@ -62,6 +65,35 @@ def test_a_hostile_pattern_in_a_union_member_answers_at_once() -> None:
     schema = {"type": "object", "properties": {"s": {"anyOf": [member, {"type": "integer"}]}}}
     with pytest.raises(ToolArgumentsError):
         validate_tool_arguments(_tool(schema), ToolCall("c", "T", {"s": "a" * 60 + "!"}))
+
+
+class Code(pydantic.BaseModel):
+    code: str = pydantic.Field(pattern="^(a+)+$")
+
+
+@pytest.mark.anyio
+async def test_an_output_type_pattern_answers_at_once_on_a_hostile_output() -> None:
+    hostile = {"code": "a" * 60 + "!"}
+    model = ScriptedModel(
+        [
+            reply(Call("o1", "final_result", hostile)),
+            reply(Call("o2", "final_result", {"code": "aa"})),
+        ]
+    )
+    events: list[mule.MuleEvent] = []
+    out = await mule.run(
+        mule.MuleRunInput(
+            model=Model(id="m", name="M", api="scripted", provider="p", base_url=""),
+            system_prompt="",
+            messages=(UserMessage("answer"),),
+            stream=model,
+            output_type=Code,
+        ),
+        lambda e, s: events.append(e),
+    )
+    assert out.output == Code(code="aa")
+    (rejected,) = [e for e in events if e.type == "tool_execution_end" and e.result.is_error]
+    assert "code: expected to match ^(a+)+$" in rejected.result.content[0].text  # type: ignore[union-attr]
 
 
 @pytest.mark.parametrize(
