@@ -93,7 +93,7 @@ async def test_an_output_type_pattern_answers_at_once_on_a_hostile_output() -> N
     )
     assert out.output == Code(code="aa")
     (rejected,) = [e for e in events if e.type == "tool_execution_end" and e.result.is_error]
-    assert "expected to match ^(a+)+$" in rejected.result.content[0].text  # type: ignore[union-attr]
+    assert "code: expected to match ^(a+)+$" in rejected.result.content[0].text  # type: ignore[union-attr]
 
 
 @pytest.mark.parametrize(

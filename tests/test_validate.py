@@ -493,6 +493,7 @@ HAND_CASES: list[tuple[JsonObject, JsonObject]] = [
     ),
     (obj({"n": {"type": "number"}}), {"2": "x", "b": "\u2028\x00", "1": "ü"}),
     (obj({"v": {"type": "number"}}), {"v": 12345678901234567890}),
+    (obj({"v": {"type": "integer"}}), {"v": 10**400}),
     # pi-schema 1.6.0: coercion passes, messages, unions, references, formats
     (obj({"v": {"type": "number"}}), {"v": None, "w": None}),
     (obj({"v": {"type": "string"}}, ["v"]), {"v": None}),
@@ -1008,6 +1009,7 @@ _VALUES = st.one_of(
     st.booleans(),
     st.integers(min_value=-(2**60), max_value=2**60),
     st.floats(allow_nan=True, allow_infinity=True),
+    st.just(10**400),
     st.sampled_from(["", "1", "0x10", " 2 ", "true", "false", "abc"]),
     st.lists(st.integers(), max_size=2),
     st.dictionaries(st.sampled_from(["a", "b"]), st.integers(), max_size=2),

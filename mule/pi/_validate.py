@@ -38,7 +38,7 @@ from mule.pi._error_text import (
     display_path,
 )
 from mule.pi._error_walk import Explainer
-from mule.pi._js_values import clone_json
+from mule.pi._js_values import clone_json, to_double
 from mule.pi._json import JsonObject, JsonValue, nested_deeper_than
 from mule.pi._schema import Compiler, Schema, SchemaCompileError
 from mule.pi._schema_bounds import MAX_ARGUMENT_DEPTH, MAX_SCHEMA_DEPTH, schema_problem
@@ -217,8 +217,10 @@ def _flat_accepts(plan: _FlatPlan, arguments: object) -> dict[str, JsonValue] | 
         if kinds is None:
             if not extra or type(key) is not str or type(value) not in _PRIMITIVE:
                 return None
-        elif type(value) not in kinds or (type(value) is float and not math.isfinite(value)):
-            return None
+        elif type(value) not in kinds or (
+            type(value) in (int, float) and not math.isfinite(to_double(value))
+        ):
+            return None  # JS sees a non-finite number (NaN, or an int beyond doubles): no number
     return dict(arguments)
 
 
