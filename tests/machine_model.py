@@ -19,7 +19,7 @@ from mule.effects._tools import (
     ToolCompleted,
     ToolStarted,
 )
-from mule.pi import ToolArgumentsError, validate_tool_arguments
+from mule.pi import ToolArgumentsError, create_initial_system_message, validate_tool_arguments
 from mule.pi._content import TextContent, ToolCall
 from mule.pi._context import Tool
 from mule.pi._messages import (
@@ -85,6 +85,17 @@ class Setup:
     api_key: str | None
 
 
+SYSTEM_PROMPT = "be brief"
+
+
+def truncated(name: str) -> str:
+    """Pi 1.6.0's result text for a call cut at the output-token limit."""
+    return (
+        f'Tool call "{name}" was not executed: the response hit the output token limit, so its'
+        " arguments may be truncated. Re-issue the tool call with complete arguments."
+    )
+
+
 def error_result(text: str, terminate: bool | None = None) -> MuleToolResult:
     """Pi's error tool result."""
     return MuleToolResult(
@@ -110,7 +121,10 @@ class LoopModel:
         self.expect: Expect = ("began",)
         self.status: Literal["completed", "cancelled", "failed"] | None = None
         self.failed_phase: str | None = None
-        self.context: list[Message] = list(setup.messages)
+        # Pi 1.6.0's transcript opens with the initial system message: the prompt and the tools.
+        descriptors = [spec.descriptor(name) for name, spec in setup.tools.items()]
+        initial = create_initial_system_message(SYSTEM_PROMPT, descriptors)
+        self.context: list[Message] = [*([initial] if initial else []), *setup.messages]
         self.new: list[Message] = []
         self.first = True
         self.more = False
@@ -258,7 +272,18 @@ class LoopModel:
             self.fail("model")
             return
         calls = [b for b in final.content if isinstance(b, ToolCall)]
-        if calls:
+        if calls and final.stop_reason == "length":
+            # Pi 1.6.0: none runs; each gets an error result in turn, then the next turn.
+            self.b_msg, self.calls = final, calls
+            self.results, self.messages = [None] * len(calls), [None] * len(calls)
+            for i, call in enumerate(calls):
+                spec = self.s.tools.get(call.name)
+                self.log.append(("tstart", call, spec.replay if spec else "unsafe"))
+                self._settle(i, error_result(truncated(call.name)))
+                self._emit(i)
+            self.context += [m for m in self.messages if m is not None]
+            self._end_turn(final, tuple(m for m in self.messages if m is not None), more=True)
+        elif calls:
             self._batch(final, calls, [None] * len(calls), [None] * len(calls))
         else:
             self._end_turn(final, (), more=False)
@@ -291,6 +316,9 @@ class LoopModel:
             if isinstance(cp, ToolCompleted):
                 results.append(cp.result)
                 messages.append(cp.message)
+            elif message.stop_reason == "length":
+                results.append(error_result(truncated(call.name)))
+                messages.append(None)
             elif isinstance(cp, ToolStarted) and cp.replay == "unsafe":
                 results.append(error_result(INTERRUPTED))
                 messages.append(None)
@@ -446,11 +474,12 @@ class LoopModel:
     def _end_turn(
         self, message: AssistantMessage, results: tuple[ToolResultMessage, ...], more: bool
     ) -> None:
-        self.log.append(("turn_end", message, results))
+        # The stop hook comes before turn_end, where Pi 1.6.0 calls finishTurn.
         self.turn = (message, results, more)
         if self.s.stop:
             self.expect = ("stop",)
         else:
+            self.log.append(("turn_end", message, results))
             self._after_stop(more)
 
     def completed_turn(self) -> MuleCompletedTurn:
@@ -462,6 +491,7 @@ class LoopModel:
     def stop_answered(self, stop: bool) -> None:
         """Take the stop hook's answer."""
         assert self.turn is not None
+        self.log.append(("turn_end", self.turn[0], self.turn[1]))
         if stop:
             self.complete()
         else:
@@ -480,9 +510,14 @@ class LoopModel:
 
     def polled(self, messages: tuple[Message, ...]) -> None:
         """Take a steering or follow-up poll's answer."""
-        if self.expect == ("steering",):
-            if self.first or messages or self.more:
+        if self.expect == ("steering_again",):
+            self._turn_body(messages)
+        elif self.expect == ("steering",):
+            if self.first or messages:
                 self._turn_body(messages)
+            elif self.more:
+                # Pi 1.6.0 polls once more before the next turn after an empty poll.
+                self.expect = ("steering_again",)
             elif self.s.follow_up:
                 self.expect = ("follow_up",)
             else:
@@ -497,9 +532,11 @@ __all__ = [
     "ERROR_TEXTS",
     "INTERRUPTED",
     "MODEL",
+    "SYSTEM_PROMPT",
     "LoopModel",
     "Setup",
     "ToolSpec",
     "error_result",
     "retryable",
+    "truncated",
 ]

@@ -214,7 +214,9 @@ def test_bad_assistant_reports_every_fault_with_wire_names() -> None:
         "expected float, got str @ $.usage.cost.cacheWrite",
         "expected one of 'stop', 'length', 'toolUse', 'error', 'aborted' @ $.stopReason",
     }
-    assert str(info.value).startswith("invalid UserMessage | AssistantMessage | ToolResultMessage")
+    assert str(info.value).startswith(
+        "invalid SystemMessage | UserMessage | AssistantMessage | ToolResultMessage"
+    )
 
 
 def test_non_json_values_are_rejected_in_free_json_fields() -> None:

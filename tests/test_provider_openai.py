@@ -24,6 +24,7 @@ from mule.pi._json import JsonValue
 from mule.pi._messages import ZERO_USAGE, AssistantMessage, ToolResultMessage, UserMessage
 from mule.pi._model import Model, ModelCost
 from mule.pi._stream import AssistantMessageEventStream
+from mule.pi._transcript import TranscriptContext
 from mule.pi.providers import (
     ProviderSetupError,
     env_api_key,
@@ -664,9 +665,11 @@ def test_missing_key_and_unknown_api_raise_at_once(monkeypatch: pytest.MonkeyPat
 
 def test_register_provider_dispatches_on_api() -> None:
     """A registered provider receives the model, context and options."""
-    calls: list[tuple[Model, Context, StreamOptions]] = []
+    calls: list[tuple[Model, Context | TranscriptContext, StreamOptions]] = []
 
-    def fn(model: Model, context: Context, options: StreamOptions) -> AssistantMessageEventStream:
+    def fn(
+        model: Model, context: Context | TranscriptContext, options: StreamOptions
+    ) -> AssistantMessageEventStream:
         calls.append((model, context, options))
         return AssistantMessageEventStream()
 

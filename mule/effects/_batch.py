@@ -88,6 +88,44 @@ def _start_batch(
     _advance(t, batch)
 
 
+def truncated_call_text(name: str) -> str:
+    """Return the error text of a call from a response cut at the output-token limit."""
+    return (
+        f'Tool call "{name}" was not executed: the response hit the output token limit, so its'
+        " arguments may be truncated. Re-issue the tool call with complete arguments."
+    )
+
+
+def _fail_truncated_calls(
+    t: _Txn, message: AssistantMessage, message_id: MuleIdentity, calls: tuple[ToolCall, ...]
+) -> None:
+    """Settle a `length`-stopped response's calls unrun, then end the turn (Pi 1.6.0).
+
+    Their arguments may have been cut off, so none is prepared, validated or executed: each
+    gets an error result, and the run goes on to the next turn. Each call's start, end and
+    result message come in turn, as Pi's sequential order has them.
+    """
+    run, turn = t.cfg.run, t.current_turn()
+    messages: list[ToolResultMessage] = []
+    for call in calls:
+        cid = t.ident("tool_call", message_id)
+        tool = t.cfg.tools.get(call.name)
+        replay = tool.replay if tool is not None else "unsafe"
+        result = _error_result(truncated_call_text(call.name))
+        t.cmds.append(make.tool_start(run, turn, cid, call, replay))
+        t.cmds.append(make.tool_end(run, turn, cid, call, result))
+        made = make.tool_result_message(
+            call.id, call.name, result.content, True, t.clock, result.details, None
+        )
+        rid = t.ident("tool_result", cid)
+        t.cmds.append(make.message_start(run, turn, rid, made))
+        t.cmds.append(make.message_end(run, turn, rid, made))
+        t.new += (made,)
+        messages.append(made)
+    t.context += tuple(messages)
+    _end_turn(t, message, tuple(messages), more=True)
+
+
 def _begin_resume(t: _Txn) -> None:
     resume = t.cfg.resume
     assert resume is not None
@@ -108,6 +146,10 @@ def _begin_resume(t: _Txn) -> None:
         if type(cp) is ToolCompleted:
             results.append(cp.result)
             messages.append(cp.message)
+        elif message.stop_reason == "length":
+            # Cut at the output-token limit: no call of it ever runs (Pi 1.6.0).
+            results.append(_error_result(truncated_call_text(call.name)))
+            messages.append(None)
         elif type(cp) is ToolStarted and cp.replay == "unsafe":
             results.append(_error_result(INTERRUPTED_UNSAFE))
             messages.append(None)
@@ -307,4 +349,4 @@ def _finish_batch(t: _Txn, batch: Batch) -> None:
     _end_turn(t, batch.message, messages, more=not terminate)
 
 
-__all__ = ["INTERRUPTED_UNSAFE"]
+__all__ = ["INTERRUPTED_UNSAFE", "truncated_call_text"]

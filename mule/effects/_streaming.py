@@ -7,7 +7,7 @@ from typing import assert_never
 from attrs import evolve
 
 from mule.effects import _make as make
-from mule.effects._batch import _start_batch
+from mule.effects._batch import _fail_truncated_calls, _start_batch
 from mule.effects._errors import MuleError
 from mule.effects._events import (
     TurnEnd,
@@ -153,7 +153,9 @@ def _attempt_settled(t: _Txn, phase: Streaming, final: AssistantMessage) -> None
         _fail(t, MuleError("model", text, final))
         return
     calls = tuple(b for b in final.content if type(b) is ToolCall)
-    if calls:
+    if calls and stop == "length":
+        _fail_truncated_calls(t, final, mid, calls)
+    elif calls:
         _start_batch(t, final, mid, calls)
     else:
         _end_turn(t, final, (), more=False)

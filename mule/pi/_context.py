@@ -11,6 +11,7 @@ from mule.pi._abort import AbortSignal
 from mule.pi._json import JsonObject, JsonValue
 from mule.pi._messages import Message
 from mule.pi._model import Model, ThinkingLevel
+from mule.pi._tool import Tool, ToolReference
 
 Transport: TypeAlias = Literal["sse", "websocket", "websocket-cached", "auto"]
 CacheRetention: TypeAlias = Literal["none", "short", "long"]
@@ -19,25 +20,11 @@ PayloadHook: TypeAlias = Callable[[JsonValue, Model], Awaitable[JsonValue] | Jso
 
 @final
 @frozen
-class Tool:
-    """A tool the model may call; `parameters` is a JSON-Schema object.
-
-    Attributes:
-        name: The name the model calls it by.
-        description: What it does, for the model.
-        parameters: The JSON Schema of its arguments (an object schema).
-
-    """
-
-    name: str
-    description: str
-    parameters: JsonObject
-
-
-@final
-@frozen
 class Context:
-    """What one model call sees: the system prompt, the transcript and the tools.
+    """pi-ai's request shorthand: a system prompt and tools beside a transcript.
+
+    `normalize_context` folds the prompt and the tools into a leading system message; the
+    providers accept either this or the `TranscriptContext` a loop hands them.
 
     Attributes:
         messages: The transcript, oldest first.
@@ -141,5 +128,6 @@ __all__ = [
     "StreamOptions",
     "ThinkingBudgets",
     "Tool",
+    "ToolReference",
     "Transport",
 ]

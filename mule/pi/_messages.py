@@ -9,6 +9,7 @@ from attrs import field, frozen
 
 from mule.pi._content import AssistantContent, TextContent, UserContent
 from mule.pi._json import JsonObject, JsonValue
+from mule.pi._tool import Tool, ToolReference
 
 StopReason: TypeAlias = Literal["stop", "length", "toolUse", "error", "aborted"]
 SUCCESS_STOP_REASONS: frozenset[str] = frozenset({"stop", "length", "toolUse"})
@@ -187,7 +188,35 @@ class ToolResultMessage:
     role: ClassVar[Literal["toolResult"]] = "toolResult"
 
 
-Message: TypeAlias = UserMessage | AssistantMessage | ToolResultMessage
+@final
+@frozen
+class SystemMessage:
+    """Instructions and tool declarations in the transcript (Pi 1.6.0's `role: "system"`).
+
+    The leading one holds the base prompt and the tools; a later one adds instructions,
+    patches named sections, or changes the tool set. Replaying them in order gives the
+    current prompt and tools (`get_current_system_prompt`, `get_current_tools`).
+
+    Attributes:
+        content: Instruction text (on the leading message: the base prompt).
+        timestamp: When it was written, in milliseconds since the epoch (0 for the initial one).
+        sections: Named prompt sections rendered after `content`; later messages replace one
+            by name, and `null` removes it.
+        tools_added: Complete declarations of tools available from this point.
+        tools_removed: Tools no longer available from this point.
+        role: Always `"system"` (the wire tag).
+
+    """
+
+    content: str | tuple[TextContent, ...]
+    timestamp: int = field(factory=now_ms, metadata={WIRE_REQUIRED: True})
+    sections: JsonObject | None = None
+    tools_added: tuple[Tool, ...] | None = None
+    tools_removed: tuple[ToolReference, ...] | None = None
+    role: ClassVar[Literal["system"]] = "system"
+
+
+Message: TypeAlias = SystemMessage | UserMessage | AssistantMessage | ToolResultMessage
 
 
 def text_of(message: AssistantMessage | ToolResultMessage | UserMessage) -> str:
@@ -207,6 +236,7 @@ __all__ = [
     "DiagnosticError",
     "Message",
     "StopReason",
+    "SystemMessage",
     "ToolResultMessage",
     "Usage",
     "UsageCost",

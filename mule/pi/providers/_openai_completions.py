@@ -26,6 +26,7 @@ from mule.pi._json import JsonValue, loads, stringify
 from mule.pi._messages import AssistantMessage, Message, StopReason, Usage
 from mule.pi._model import Model, ThinkingLevel
 from mule.pi._stream import AssistantMessageEventStream
+from mule.pi._transcript import TranscriptContext, collapse_context
 from mule.pi.providers._env import env_api_key
 from mule.pi.providers._openai_compat import CompletionsCompat, get_compat
 from mule.pi.providers._parser import (
@@ -592,13 +593,14 @@ def _request(
 
 def stream_openai_completions(
     model: Model,
-    context: Context,
+    context: Context | TranscriptContext,
     options: StreamOptions | None = None,
     *,
     effort: ThinkingLevel | None = None,
     tool_choice: JsonValue = None,
 ) -> AssistantMessageEventStream:
     """Stream a Chat Completions response (Pi's `streamOpenAICompletions`); never raises."""
+    context = collapse_context(context)
     opts = options or StreamOptions()
     return provider_stream(
         model,
@@ -610,7 +612,7 @@ def stream_openai_completions(
 
 
 def stream_simple_openai_completions(
-    model: Model, context: Context, options: StreamOptions | None = None
+    model: Model, context: Context | TranscriptContext, options: StreamOptions | None = None
 ) -> AssistantMessageEventStream:
     """Pi's `streamSimpleOpenAICompletions`: simple defaults, then the provider stream."""
     base, effort = simple_options_with_effort(model, options)

@@ -27,6 +27,7 @@ from mule.pi._messages import AssistantMessage, StopReason
 from mule.pi._model import Model, ThinkingLevel
 from mule.pi._partial_json import parse_streaming_json
 from mule.pi._stream import AssistantMessageEventStream
+from mule.pi._transcript import TranscriptContext, collapse_context
 from mule.pi.providers._openai_completions import bearer_auth, error_chunk_text, openai_api_key
 from mule.pi.providers._parser import (
     ProviderError,
@@ -130,7 +131,7 @@ def convert_responses_messages(
             if not items:
                 continue
             out.extend(items)
-        else:
+        elif msg.role == "toolResult":
             text = "\n".join(b.text for b in msg.content if isinstance(b, TextContent))
             images = [b for b in msg.content if isinstance(b, ImageContent)]
             output: Any
@@ -510,19 +511,20 @@ def _request(
 
 def stream_openai_responses(
     model: Model,
-    context: Context,
+    context: Context | TranscriptContext,
     options: StreamOptions | None = None,
     *,
     effort: ThinkingLevel | None = None,
 ) -> AssistantMessageEventStream:
     """Stream a Responses API response (Pi's `streamOpenAIResponses`); never raises."""
+    context = collapse_context(context)
     opts = options or StreamOptions()
     request = partial(_request, model, context, opts, effort)
     return provider_stream(model, opts, ResponsesParser(model), request)
 
 
 def stream_simple_openai_responses(
-    model: Model, context: Context, options: StreamOptions | None = None
+    model: Model, context: Context | TranscriptContext, options: StreamOptions | None = None
 ) -> AssistantMessageEventStream:
     """Pi's `streamSimpleOpenAIResponses`: simple defaults, then the provider stream."""
     base, effort = simple_options_with_effort(model, options)
