@@ -182,6 +182,23 @@ def js_stringify(value: object, indent: str = "  ", _depth: int = 0) -> str:
     return "null"  # JSON.stringify drops what JSON cannot hold; arguments never carry such values
 
 
+def js_json(value: object) -> str:
+    """Return JS `JSON.stringify(value)` (compact) for a JSON value.
+
+    >>> js_json({"b": [1.0, None], "1": "x"})
+    '{"1":"x","b":[1,null]}'
+    """
+    if isinstance(value, Mapping):
+        return (
+            "{"
+            + ",".join(f"{_js_string_literal(k)}:{js_json(value[k])}" for k in js_keys(value))
+            + "}"
+        )
+    if isinstance(value, list | tuple):
+        return "[" + ",".join(js_json(item) for item in value) + "]"
+    return js_stringify(value)
+
+
 def js_equal(left: object, right: object) -> bool:
     """Return TypeBox's deep equality: JS `===` on primitives (1 == 1.0, true != 1)."""
     if is_js_number(left) and is_js_number(right):
@@ -233,6 +250,7 @@ __all__ = [
     "clone_json",
     "is_js_number",
     "js_equal",
+    "js_json",
     "js_keys",
     "js_number",
     "js_number_to_string",
