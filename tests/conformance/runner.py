@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import re
 import shutil
 import subprocess
 import threading
@@ -857,31 +856,10 @@ class Comparison:
         return not self.diffs
 
 
-# TEMPORARY (issue 27 point 4, branch schema-retry): mule's validation texts still follow
-# TypeBox (0.73.1), Pi 1.6.0's follow pi-schema. Until that lands, a validation failure is
-# compared by where it happens (which call, isError), not by its text. Set to False then.
-ELIDE_VALIDATION_TEXT = True
-_VALIDATION = re.compile(r'^(Validation failed for tool "[^"]*"):\n.*', re.DOTALL)
-
-
-def _elide_validation(value: Any) -> Any:
-    if isinstance(value, list):
-        return [_elide_validation(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _elide_validation(v) for k, v in value.items()}
-    if isinstance(value, str):
-        return _VALIDATION.sub(r"\1: (text elided)", value)
-    return value
-
-
 def compare(sc: Scenario, pi: tuple[list[Obs], Obs], mule: MuleRun) -> Comparison:
     """Compare mule's projected run with Pi's, after the divergence table."""
     want_events, want_end, code = expected_for_mule(sc, *pi)
     got_events = mule.events
-    if ELIDE_VALIDATION_TEXT:
-        want_events, want_end = _elide_validation(want_events), _elide_validation(want_end)
-        got_events, got_end = _elide_validation(got_events), _elide_validation(mule.end)
-        mule = MuleRun(got_events, got_end)
     diffs: list[str] = []
     for i in range(max(len(want_events), len(got_events))):
         w = want_events[i] if i < len(want_events) else None

@@ -72,14 +72,7 @@ def check(pi: PiHarness, sc: Scenario, roots: tuple[tuple[Root, str], ...]) -> s
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
 def test_section6_scenario_matches_pi(pi: PiHarness, name: str, root: Root, backend: str) -> None:
     """A hand-written section-6 scenario: mule emits Pi's events, messages and ending."""
-    if name in PENDING_SCHEMA:
-        pytest.xfail(PENDING_SCHEMA[name])
     check(pi, SCENARIOS[name], ((root, backend),))
-
-
-# TEMPORARY (issue 27 point 4, branch schema-retry): coercions follow pi-schema 1.6.0 there
-# ("3.5" for an integer becomes 3, ...); remove once it is merged.
-PENDING_SCHEMA = {"s12_coercions": "coercion follows pi-schema 1.6.0 in branch schema-retry"}
 
 
 @pytest.mark.slow
@@ -97,9 +90,8 @@ def test_generated_scenario_matches_pi(pi: PiHarness, sc: Scenario) -> None:
 def test_every_divergence_is_exercised(pi: PiHarness) -> None:
     """Each divergence-table entry is needed by some hand-written scenario (none is dead)."""
     used: set[str] = set()
-    for name, sc in SCENARIOS.items():
-        if name not in PENDING_SCHEMA:
-            used |= check(pi, sc, (("effects", "asyncio"),))
+    for sc in SCENARIOS.values():
+        used |= check(pi, sc, (("effects", "asyncio"),))
     assert {d.code for d in DIVERGENCES if d.rewrite is not None} <= used
     blocked = SCENARIOS["s13_empty_rejection"]
     events, _ = pi.run(blocked)
