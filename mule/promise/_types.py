@@ -71,7 +71,9 @@ class MuleRunInput(MuleRunSettings[OutputT]):
         get_steering_messages: Pi's steering poll (messages injected before the next model
             call).
         get_follow_up_messages: Pi's follow-up poll (messages that start another turn).
-        should_stop_after_turn: Asked after each turn; True ends the run.
+        should_stop_after_turn: The retained stop hook: asked after each completed turn's tool
+            results, before its `turn_end` (where Pi 1.6.0 calls finishTurn); True ends the
+            run. Not asked for an error or aborted turn (the run fails there).
 
     """
 

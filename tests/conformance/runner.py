@@ -3,7 +3,7 @@
 Both sides are projected onto the same Pi-level JSON events (see `harness.mjs`): Pi's event
 types and order, messages without clocks/usage/model ids, tool-call ids, isError, texts, plus
 `model_call` (each stream-function call with its context) and `hook` (each steering /
-follow-up / stop-hook call). Where mule deliberately differs from Pi 0.73.1, `DIVERGENCES`
+follow-up / stop-hook call). Where mule deliberately differs from Pi 1.6.0, `DIVERGENCES`
 (the one normalisation table) rewrites Pi's observation into what mule must emit instead.
 """
 
@@ -625,7 +625,7 @@ Rewrite: TypeAlias = Callable[[Scenario, list[Obs], Obs], tuple[list[Obs], Obs] 
 
 @frozen
 class Divergence:
-    """A deliberate difference from Pi 0.73.1.
+    """A deliberate difference from Pi 1.6.0.
 
     `rewrite` turns Pi's observation into what mule must emit instead (None: does not apply);
     `adjust` rewrites a value inside Pi's events (a difference that does not end the run).
@@ -769,8 +769,9 @@ DIVERGENCES: tuple[Divergence, ...] = (
     ),
     Divergence(
         "A9",
-        "cancellation: 0.73.1's loop never checks the signal and runs on; once the run's signal"
-        " aborts, mule emits nothing but run_end(cancelled)",
+        "cancellation: 1.6.0's loop checks the signal only before a tool (calls not yet run get"
+        " 'Operation aborted' results) and runs on; once the run's signal aborts, mule emits"
+        " nothing but run_end(cancelled), and calls not yet run never run",
         _a9,
     ),
     Divergence(
@@ -817,7 +818,7 @@ DIVERGENCES: tuple[Divergence, ...] = (
     ),
     Divergence(
         "§5.4 rejection text",
-        "a rejection's message is the error text as given; Pi 0.73.1 replaces an empty block"
+        "a rejection's message is the error text as given; Pi 1.6.0 replaces an empty block"
         " reason with 'Tool execution was blocked' (mule's rejection is not Pi's block: the"
         " seed makes its message the result text)",
         adjust=_empty_rejection,

@@ -1,8 +1,10 @@
-"""Hand-written conformance scenarios: digest section 6, where Pi 0.73.1 can express it.
+"""Hand-written conformance scenarios: digest section 6 and Pi 1.6.0's loop changes.
 
 A scenario is plain JSON (so the Node harness reads the very same value):
 
-- `messages`: the initial context (wire messages); `systemPrompt` (optional).
+- `messages`: the initial context (wire messages, system messages included); `systemPrompt`
+  (optional): unless `messages` opens with a system message, both sides open the transcript
+  with the initial one (the prompt and the tools), as Pi's Agent does.
 - `tools`: `[{name, parameters?, executionMode?}]`; `toolExecution`: "parallel" | "sequential".
 - `replies`: one per model call: `{blocks, stopReason?, errorMessage?, start?, raises?,
   noTerminal?, beforeStart?, trailing?}`; a block is `{type: "text"|"thinking", deltas}` or
