@@ -28,11 +28,13 @@ from mule.pi._messages import (
     AssistantMessage,
     Diagnostic,
     Message,
+    SystemMessage,
     ToolResultMessage,
     Usage,
     UserMessage,
 )
 from mule.pi._model import Model
+from mule.pi._transcript import TranscriptContext
 from mule.testing import strategies as ms
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -42,12 +44,19 @@ CASES: list[tuple[str, Any, Any, Any]] = [
     ("user", UserMessage, ms.user_messages(), ms.user_message_json()),
     ("assistant", AssistantMessage, ms.assistant_messages(), ms.assistant_message_json()),
     ("toolResult", ToolResultMessage, ms.tool_result_messages(), ms.tool_result_message_json()),
+    ("system", SystemMessage, ms.system_messages(), ms.system_message_json()),
     ("message", Message, ms.messages(), ms.message_json()),
     ("usage", Usage, ms.usages(), ms.usage_json()),
     ("diagnostic", Diagnostic, ms.diagnostics(), ms.diagnostic_json()),
     ("model", Model, ms.models(), ms.model_json()),
     ("tool", Tool, ms.tools(), ms.tool_json()),
     ("context", Context, ms.contexts(), ms.context_json()),
+    (
+        "transcriptContext",
+        TranscriptContext,
+        ms.transcript_contexts(),
+        ms.transcript_context_json(),
+    ),
     ("userContent", UserContent, ms.user_contents(), ms.user_content_json()),
     (
         "assistantContent",
@@ -143,7 +152,15 @@ def _add_junk(wire: Any, junk: Any) -> Any:
         return [_add_junk(w, junk) for w in wire]
     if not isinstance(wire, dict):
         return wire
-    free = {"arguments", "details", "compat", "parameters", "headers", "thinkingLevelMap"}
+    free = {
+        "arguments",
+        "details",
+        "compat",
+        "parameters",
+        "headers",
+        "thinkingLevelMap",
+        "sections",  # a system message's sections: every key is a section's name
+    }
     out = {k: v if k in free else _add_junk(v, junk) for k, v in wire.items()}
     if wire.get("type") != "toolCall":  # a tool call keeps its unknown keys (ToolCall.extras)
         out["xNewerPiField"] = junk

@@ -85,6 +85,7 @@ from mule.pi._retry import (
 from mule.pi._stream import AssistantMessageEventStream, IncompleteStreamError
 from mule.pi._transcript import (
     TranscriptContext,
+    collapse_context,
     create_initial_system_message,
     get_current_system_prompt,
     get_current_tools,
@@ -222,6 +223,7 @@ __all__ = [
     "calculate_cost",
     "camel",
     "child_controller",
+    "collapse_context",
     "complete_simple",
     "create_initial_system_message",
     "decode",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from typing import ClassVar, Literal, TypeAlias, final
 
 from attrs import field, frozen
@@ -210,7 +211,7 @@ class SystemMessage:
 
     content: str | tuple[TextContent, ...]
     timestamp: int = field(factory=now_ms, metadata={WIRE_REQUIRED: True})
-    sections: JsonObject | None = None
+    sections: Mapping[str, str | None] | None = None
     tools_added: tuple[Tool, ...] | None = None
     tools_removed: tuple[ToolReference, ...] | None = None
     role: ClassVar[Literal["system"]] = "system"

@@ -94,7 +94,7 @@ def get_current_system_prompt(messages: Sequence[Message]) -> str:
         for name, value in (m.sections or {}).items():
             if value is None:
                 sections.pop(name, None)
-            elif isinstance(value, str):
+            else:
                 sections[name] = value
     content = "\n\n".join(parts)
     return "\n\n".join(p for p in (content, *sections.values()) if p)

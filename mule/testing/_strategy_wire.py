@@ -161,9 +161,32 @@ def tool_result_message_json() -> Strategy[Wire]:
     )
 
 
+def system_message_json() -> Strategy[Wire]:
+    """Draw wire JSON of a system message (Pi 1.6.0)."""
+    content = texts() | st.lists(text_content_json(), max_size=MAX_BLOCKS)
+    return _obj(
+        {"role": st.just("system"), "content": content, "timestamp": timestamps()},
+        {
+            "sections": st.dictionaries(ids(), st.none() | texts(), min_size=1, max_size=3),
+            "toolsAdded": st.lists(tool_json(), min_size=1, max_size=2),
+            "toolsRemoved": st.lists(_obj({"name": ids()}), min_size=1, max_size=2),
+        },
+    )
+
+
 def message_json() -> Strategy[Wire]:
     """Draw wire JSON of any message."""
-    return user_message_json() | assistant_message_json() | tool_result_message_json()
+    return (
+        system_message_json()
+        | user_message_json()
+        | assistant_message_json()
+        | tool_result_message_json()
+    )
+
+
+def transcript_context_json() -> Strategy[Wire]:
+    """Draw wire JSON of a transcript context (Pi 1.6.0's `{messages}`)."""
+    return _obj({"messages": st.lists(message_json(), max_size=4)})
 
 
 def model_json() -> Strategy[Wire]:
