@@ -21,9 +21,16 @@ from mule.pi._content import ImageContent, TextContent, ThinkingContent, ToolCal
 from mule.pi._context import Context, ProviderResponse, StreamOptions, Tool
 from mule.pi._events import AssistantMessageEvent, DoneEvent, ErrorEvent
 from mule.pi._json import JsonValue
-from mule.pi._messages import ZERO_USAGE, AssistantMessage, ToolResultMessage, UserMessage
+from mule.pi._messages import (
+    ZERO_USAGE,
+    AssistantMessage,
+    SystemMessage,
+    ToolResultMessage,
+    UserMessage,
+)
 from mule.pi._model import Model, ModelCost
 from mule.pi._stream import AssistantMessageEventStream
+from mule.pi._tool import ToolReference
 from mule.pi._transcript import TranscriptContext
 from mule.pi.providers import (
     ProviderSetupError,
@@ -132,6 +139,27 @@ async def test_text_stream_events_usage_and_request(fake: FakeOpenAI) -> None:
     assert sent["max_completion_tokens"] == 32000  # min(model.max_tokens, 32000)
     assert fake.requests[-1]["headers"]["authorization"] == "Bearer sk-test"
     assert fake.requests[-1]["path"] == "/v1/chat/completions"
+
+
+@pytest.mark.anyio
+async def test_a_transcript_context_sends_its_replayed_prompt_and_tools(fake: FakeOpenAI) -> None:
+    """Pi 1.6.0: the prompt and the tools come from the transcript's system messages."""
+    fake.push(chat_text("ok"))
+    old = Tool("old", "gone", {"type": "object"})
+    new = Tool("new", "arrived", {"type": "object"})
+    messages = (
+        SystemMessage("Base.", 0, tools_added=(old,)),
+        USER,
+        SystemMessage("", 2, sections={"rules": "Be brief."}, tools_added=(new,)),
+        SystemMessage("Later.", 3, tools_removed=(ToolReference("old"),)),
+    )
+    await collect(stream_simple(model_for(fake), TranscriptContext(messages), opts()))
+    sent = body(fake)
+    assert sent["messages"] == [
+        {"role": "system", "content": "Base.\n\nLater.\n\nBe brief."},
+        {"role": "user", "content": "hi"},
+    ]
+    assert [t["function"]["name"] for t in sent["tools"]] == ["new"]
 
 
 @pytest.mark.anyio
