@@ -763,8 +763,8 @@ def _failed(phase: str) -> Obs:
 DIVERGENCES: tuple[Divergence, ...] = (
     Divergence(
         "§5.1 duplicate tools",
-        "duplicate tool names are a MuleError(control) before run_start; Pi silently uses the"
-        " first tool of that name",
+        "duplicate tool names are a MuleError(control) before run_start; Pi 1.6.0 runs the first"
+        " tool of that name while the model sees the last one's declaration (dedupe by name)",
         _duplicate_tools,
     ),
     Divergence(
