@@ -271,7 +271,8 @@ def _on_tools(t: _Txn, batch: Batch, fact: ToolFact) -> None:
                     return
                 batch = _revised(batch, prepared=(*batch.prepared, i), cursor=batch.cursor + 1)
             else:
-                result = _error_result(prep.message, prep.terminate)
+                # As Pi 1.6.0 records a block's terminate: only when it is true.
+                result = _error_result(prep.message, True if prep.terminate else None)
                 batch = _settle(t, batch, i, result)
                 if sequential:
                     batch = _emit_result_message(t, batch, i)

@@ -313,7 +313,12 @@ async function runScenario(sc, out) {
     beforeToolCall: async ({ toolCall }) => {
       const plan = plans[toolCall.id] ?? {};
       if (plan.prepareRaises !== undefined) throw new Error(plan.prepareRaises);
-      if (plan.reject !== undefined) return { block: true, reason: plan.reject };
+      if (plan.reject !== undefined) {
+        // 1.6.0: a block may ask to end the batch (terminate), as mule's rejection may.
+        const block = { block: true, reason: plan.reject };
+        if (plan.rejectTerminate !== undefined) block.terminate = plan.rejectTerminate;
+        return block;
+      }
       return undefined;
     },
     // isError through afterToolCall keeps the returned result free of an extra key.

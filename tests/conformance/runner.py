@@ -393,7 +393,7 @@ async def _run_effects(sc: Scenario, out: MuleRun) -> Result[MuleRunOutcome, Mul
         if "prepareRaises" in plan:
             raise ToolRaised(plan["prepareRaises"])
         if "reject" in plan:
-            return Success(MuleToolRejection(plan["reject"]))
+            return Success(MuleToolRejection(plan["reject"], plan.get("rejectTerminate")))
 
         async def execute(
             _signal: AbortSignal,
@@ -459,7 +459,7 @@ async def _run_promise(sc: Scenario, out: MuleRun) -> Result[MuleRunOutcome, Mul
             if "prepareRaises" in plan:
                 raise ToolRaised(plan["prepareRaises"])
             if "reject" in plan:
-                return MuleToolRejection(plan["reject"])
+                return MuleToolRejection(plan["reject"], plan.get("rejectTerminate"))
             return PromisePrepared(lambda _signal: side.parts(call))
 
         return PromiseTool(
@@ -738,19 +738,34 @@ def _empty_rejection(sc: Scenario, value: Any) -> Any:
     return value
 
 
+def _failed_turn_hook(obs: Obs) -> bool:
+    return (
+        obs.get("t") == "hook"
+        and obs.get("name") == "stop"
+        and obs["m"].get("stopReason") in ("error", "aborted")
+    )
+
+
 def _stop_hook_on_failed_turn(sc: Scenario, value: Any) -> Any:
-    """Drop the stop-hook calls Pi 1.6.0 makes for error/aborted turns (mule does not ask)."""
+    """Drop the stop-hook calls Pi 1.6.0 makes for error/aborted turns (mule does not ask).
+
+    A trailing one is kept: the hook raised there, which `_stop_hook_raised` rewrites.
+    """
     if not isinstance(value, list):
         return value
-    return [
-        obs
-        for obs in value
-        if not (
-            obs.get("t") == "hook"
-            and obs.get("name") == "stop"
-            and obs["m"].get("stopReason") in ("error", "aborted")
-        )
-    ]
+    return [obs for i, obs in enumerate(value) if i == len(value) - 1 or not _failed_turn_hook(obs)]
+
+
+def _stop_hook_raised(sc: Scenario, events: list[Obs], end: Obs) -> tuple[list[Obs], Obs] | None:
+    """Pi's finishTurn raised on a failed turn; mule never asked it, so the turn fails (A4)."""
+    if end["kind"] != "raised" or not events or not _failed_turn_hook(events[-1]):
+        return None
+    message = events[-1]["m"]
+    turn_end = {"t": "turn_end", "m": message, "results": []}
+    return (
+        [*events[:-1], turn_end, _failed("model")],
+        {"kind": "failed", "phase": "model", "cause": message},
+    )
 
 
 def _failed(phase: str) -> Obs:
@@ -797,6 +812,13 @@ DIVERGENCES: tuple[Divergence, ...] = (
         "a raising listener: Pi's emit throws out of the loop (no agent_end); mule likewise"
         " emits nothing more (no run_end) and fails with MuleError(listener)",
         _listener,
+    ),
+    Divergence(
+        "stop hook raised on a failed turn",
+        "Pi 1.6.0's finishTurn raised on an error/aborted turn (its throw escapes the loop);"
+        " mule does not ask the stop hook there: turn_end, then run_end(failed) with"
+        " MuleError(model) as for any failed turn (A4/A19)",
+        _stop_hook_raised,
     ),
     Divergence(
         "A16 (+§5.7 control)",

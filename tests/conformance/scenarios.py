@@ -9,7 +9,7 @@ A scenario is plain JSON (so the Node harness reads the very same value):
 - `replies`: one per model call: `{blocks, stopReason?, errorMessage?, start?, raises?,
   noTerminal?, beforeStart?, trailing?}`; a block is `{type: "text"|"thinking", deltas}` or
   `{type: "toolCall", id, name, arguments, pieces?}`.
-- `calls`: per tool-call id: `{reject?, prepareRaises?, steps?, raises?, result?: {text?,
+- `calls`: per tool-call id: `{reject?, rejectTerminate?, prepareRaises?, steps?, raises?, result?: {text?,
   isError?, details?, terminate?}}`; a step is `{sleep: ms}`, `{update: text}` or
   `{wait: slot}` (wait until every lower slot's tool event is out: see harness.mjs).
 - `steering`, `followUp`: planned hook answers (lists of messages, or `{raises}`), then `[]`;
@@ -411,6 +411,11 @@ SCENARIOS: dict[str, Scenario] = {
     ),
     "x_follow_up_hook_raises": scenario(replies=[DONE], followUp=[{"raises": "queue broke"}]),
     "x_stop_hook_raises": scenario(replies=[DONE], stop=[{"raises": "hook broke"}]),
+    # Pi 1.6.0 asks finishTurn on a failed turn too; mule does not ask its stop hook there.
+    "v16_stop_hook_raises_on_error_turn": scenario(
+        replies=[reply(text("x"), stopReason="error", errorMessage="boom")],
+        stop=[{"raises": "hook broke"}],
+    ),
     # -- Pi 1.6.0 -------------------------------------------------------------------------------
     # The second steering poll: empty after turn 1, so Pi asks again before turn 2, and the
     # message queued for that poll lands in turn 2 (0.73.1: in turn 3).
@@ -435,6 +440,17 @@ SCENARIOS: dict[str, Scenario] = {
         ],
         calls={"c1": after(1), "c2": after(1)},
         stop=[False, False],
+    ),
+    # 1.6.0: a block may carry terminate; it counts towards the batch's terminate (A1).
+    "v16_rejection_terminates": scenario(
+        tools=tools("A"),
+        replies=[reply(call("c1", "A"), call("c2", "A")), DONE],
+        calls={"c1": {"reject": "no", "rejectTerminate": True}, "c2": after(1, terminate=True)},
+    ),
+    "v16_rejection_terminate_false": scenario(
+        tools=tools("A"),
+        replies=[reply(call("c1", "A"), call("c2", "A")), DONE],
+        calls={"c1": {"reject": "no", "rejectTerminate": False}, "c2": after(1, terminate=True)},
     ),
     "v16_length_unknown_tool": scenario(
         tools=tools("A"),

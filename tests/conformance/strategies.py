@@ -127,6 +127,8 @@ def _plan(draw: st.DrawFn, updates: int) -> dict[str, Any]:
     plan: dict[str, Any] = {}
     if kind == "reject":
         plan["reject"] = draw(st.sampled_from(["denied", "not allowed here", ""]))
+        if draw(st.integers(0, 2)) == 0:
+            plan["rejectTerminate"] = draw(st.booleans())
     elif kind == "prepareRaises":
         plan["prepareRaises"] = "prepare broke"
     elif kind == "raises":
