@@ -9,9 +9,9 @@ A scenario is plain JSON (so the Node harness reads the very same value):
 - `replies`: one per model call: `{blocks, stopReason?, errorMessage?, start?, raises?,
   noTerminal?, beforeStart?, trailing?}`; a block is `{type: "text"|"thinking", deltas}` or
   `{type: "toolCall", id, name, arguments, pieces?}`.
-- `calls`: per tool-call id: `{reject?, rejectTerminate?, prepareRaises?, steps?, raises?, result?: {text?,
-  isError?, details?, terminate?}}`; a step is `{sleep: ms}`, `{update: text}` or
-  `{wait: slot}` (wait until every lower slot's tool event is out: see harness.mjs).
+- `calls`: per tool-call id: `{reject?, rejectTerminate?, prepareRaises?, steps?, raises?,
+  result?: {text?, isError?, details?, terminate?}}`; a step is `{sleep: ms}`, `{update: text}`
+  or `{wait: slot}` (wait until every lower slot's tool event is out: see harness.mjs).
 - `steering`, `followUp`: planned hook answers (lists of messages, or `{raises}`), then `[]`;
   `stop`: planned booleans (or `{raises}`), then false; `keys`: planned getApiKey answers,
   then null; `apiKey`: the options' key. Absent = no hook.
