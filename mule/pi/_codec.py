@@ -52,7 +52,7 @@ from mule.pi._messages import (
     UsageCost,
     UserMessage,
 )
-from mule.pi._model import Model, ModelCost
+from mule.pi._model import Model, ModelCost, ModelCostTier
 from mule.pi._tool import Tool, ToolReference
 from mule.pi._transcript import TranscriptContext
 from mule.pi._unstructure import EXTRAS, Compiler, Encoder, Spec, camel, declared, is_free_json
@@ -439,6 +439,7 @@ def _build() -> WireCodec:
             Usage,
             DiagnosticError,
             Diagnostic,
+            ModelCostTier,
             ModelCost,
             Model,
             Tool,
