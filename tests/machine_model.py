@@ -146,6 +146,8 @@ class LoopModel:
         self.cursor = 0
         self.key: str | None = None
         self.backoff = 0.0
+        self.tools_started = 0
+        self.durations: list[int | None] = []
 
     # -- bookkeeping helpers ------------------------------------------------------------------
 
@@ -252,6 +254,8 @@ class LoopModel:
 
     def settled(self, final: AssistantMessage) -> None:
         """Settle the attempt with `final`: retry, fail, run tools or end the turn."""
+        # Pi 1.6.0's loop records the thinking level it asked for (none here: "off").
+        final = evolve(final, thinking_level="off")
         self.log.append(("end", final))
         policy = self.s.retry
         if (
@@ -278,6 +282,7 @@ class LoopModel:
             # Pi 1.6.0: none runs; each gets an error result in turn, then the next turn.
             self.b_msg, self.calls = final, calls
             self.results, self.messages = [None] * len(calls), [None] * len(calls)
+            self.durations = [None] * len(calls)
             for i, call in enumerate(calls):
                 spec = self.s.tools.get(call.name)
                 self.log.append(("tstart", call, spec.replay if spec else "unsafe"))
@@ -337,6 +342,7 @@ class LoopModel:
         results: list[MuleToolResult | None],
         messages: list[ToolResultMessage | None],
     ) -> None:
+        self.durations = [None] * len(calls)
         self.b_msg, self.calls, self.results, self.messages = message, calls, results, messages
         self.todo = [i for i, r in enumerate(results) if r is None]
         tools = self.s.tools
@@ -366,9 +372,10 @@ class LoopModel:
         assert not bad, f"validation accepted {call.arguments}"
         return None
 
-    def _settle(self, i: int, result: MuleToolResult) -> None:
+    def _settle(self, i: int, result: MuleToolResult, duration: int | None = None) -> None:
         self.log.append(("tend", self.calls[i], result))
         self.results[i] = result
+        self.durations[i] = duration
 
     def _emit(self, i: int) -> None:
         call, result = self.calls[i], self.results[i]
@@ -381,6 +388,7 @@ class LoopModel:
             timestamp=self.clock,
             details=result.details,
             usage=result.usage,
+            duration_ms=self.durations[i],
         )
         self.log.append(("end", message))
         self.new.append(message)
@@ -414,6 +422,7 @@ class LoopModel:
             self.queue.pop(0)
         if self.prepared:
             self.log.append(("start_tools", tuple(self.prepared)))
+            self.tools_started = self.clock
             self.running = set(self.prepared)
             self.prepared = []
             self.expect = ()
@@ -425,6 +434,7 @@ class LoopModel:
         assert self.expect == ("prepare", i)
         if self.seq:
             self.log.append(("start_tools", (i,)))
+            self.tools_started = self.clock
             self.running = {i}
             self.expect = ()
             return
@@ -435,7 +445,8 @@ class LoopModel:
     def rejected(self, i: int, message: str, terminate: bool | None) -> None:
         """`prepare` rejected the call: an immediate error result."""
         assert self.expect == ("prepare", i)
-        self._settle(i, error_result(message, terminate))
+        # Pi 1.6.0 records a block's terminate only when it is true.
+        self._settle(i, error_result(message, True if terminate else None))
         if self.seq:
             self._emit(i)
             self.cursor += 1
@@ -448,8 +459,8 @@ class LoopModel:
         self.log.append(("tupdate", self.calls[i], result))
 
     def result(self, i: int, result: MuleToolResult) -> None:
-        """Take a tool's final result."""
-        self._settle(i, result)
+        """Take a tool's final result (it ran since `started`: Pi 1.6.0's durationMs)."""
+        self._settle(i, result, max(0, self.clock - self.tools_started))
         self.running.discard(i)
         if self.seq:
             self._emit(i)

@@ -53,6 +53,8 @@ def _revised(
     cursor: int = _KEEP,
     prepared: tuple[int, ...] = _KEEP,
     running: int = _KEEP,
+    started_ms: int = _KEEP,
+    durations: tuple[int | None, ...] = _KEEP,
 ) -> Batch:
     """`attrs.evolve` for a batch, positional (a batch changes several times per tool call)."""
     return Batch(
@@ -66,6 +68,8 @@ def _revised(
         b.cursor if cursor is _KEEP else cursor,
         b.prepared if prepared is _KEEP else prepared,
         b.running if running is _KEEP else running,
+        b.started_ms if started_ms is _KEEP else started_ms,
+        b.durations if durations is _KEEP else durations,
     )
 
 
@@ -84,6 +88,7 @@ def _start_batch(
         cursor=0,
         prepared=(),
         running=0,
+        durations=(None,) * n,
     )
     _advance(t, batch)
 
@@ -113,9 +118,9 @@ def _fail_truncated_calls(
         replay = tool.replay if tool is not None else "unsafe"
         result = _error_result(truncated_call_text(call.name))
         t.cmds.append(make.tool_start(run, turn, cid, call, replay))
-        t.cmds.append(make.tool_end(run, turn, cid, call, result))
+        t.cmds.append(make.tool_end(run, turn, cid, call, result, None))
         made = make.tool_result_message(
-            call.id, call.name, result.content, True, t.clock, result.details, None
+            call.id, call.name, result.content, True, t.clock, result.details, None, None
         )
         rid = t.ident("tool_result", cid)
         t.cmds.append(make.message_start(run, turn, rid, made))
@@ -168,6 +173,7 @@ def _begin_resume(t: _Txn) -> None:
         cursor=0,
         prepared=(),
         running=0,
+        durations=(None,) * len(calls),
     )
     _advance(t, batch)
 
@@ -189,7 +195,7 @@ def _advance(t: _Txn, batch: Batch) -> None:
         batch = _revised(batch, cursor=batch.cursor + 1)
     # Pass 2: only now do the prepared calls execute, all at once.
     if batch.prepared:
-        batch = _revised(batch, running=len(batch.prepared))
+        batch = _revised(batch, running=len(batch.prepared), started_ms=t.clock)
         t.phase = RunningTools(batch)
         t.cmds.append(StartTools(batch.prepared))
         return
@@ -257,13 +263,29 @@ def _start_call(t: _Txn, batch: Batch, i: int) -> MuleToolResult | ToolCall:
     )
 
 
-def _settle(t: _Txn, batch: Batch, i: int, result: MuleToolResult, running: int = _KEEP) -> Batch:
-    """Record a call's final result and emit its end (and set `running`, if given)."""
-    end = make.tool_end(t.cfg.run, t.current_turn(), batch.ids[i], batch.calls[i], result, None)
+def _settle(
+    t: _Txn,
+    batch: Batch,
+    i: int,
+    result: MuleToolResult,
+    running: int = _KEEP,
+    duration_ms: int | None = None,
+) -> Batch:
+    """Record a call's final result and emit its end (and set `running`, if given).
+
+    `duration_ms` is the execution's time, for a call that ran (Pi 1.6.0's `durationMs`).
+    """
+    end = make.tool_end(
+        t.cfg.run, t.current_turn(), batch.ids[i], batch.calls[i], result, duration_ms
+    )
     t.cmds.append(end)
     results = list(batch.results)
     results[i] = result
-    return _revised(batch, results=tuple(results), running=running)
+    if duration_ms is None:
+        return _revised(batch, results=tuple(results), running=running)
+    durations = list(batch.durations)
+    durations[i] = duration_ms
+    return _revised(batch, results=tuple(results), running=running, durations=tuple(durations))
 
 
 def _on_tools(t: _Txn, batch: Batch, fact: ToolFact) -> None:
@@ -275,7 +297,7 @@ def _on_tools(t: _Txn, batch: Batch, fact: ToolFact) -> None:
             prep = fact.preparation
             if isinstance(prep, MulePreparedCall):
                 if sequential:
-                    t.phase = RunningTools(_revised(batch, running=1))
+                    t.phase = RunningTools(_revised(batch, running=1, started_ms=t.clock))
                     t.cmds.append(StartTools((i,)))
                     return
                 batch = _revised(batch, prepared=(*batch.prepared, i), cursor=batch.cursor + 1)
@@ -304,7 +326,8 @@ def _on_tools(t: _Txn, batch: Batch, fact: ToolFact) -> None:
                 t.cmds.append(PullTool(i))
                 t.phase = RunningTools(batch)
                 return
-            batch = _settle(t, batch, i, part.result, running=batch.running - 1)
+            took = max(0, t.clock - batch.started_ms)
+            batch = _settle(t, batch, i, part.result, batch.running - 1, took)
             t.cmds.append(CloseTool(i))
             if sequential:
                 batch = _emit_result_message(t, batch, i)
@@ -339,7 +362,7 @@ def _result_message(t: _Txn, batch: Batch, i: int) -> ToolResultMessage:
         t.clock,
         result.details,
         result.usage,
-        None,
+        batch.durations[i] if batch.durations else None,
     )
     rid = t.ident("tool_result", batch.ids[i])
     turn = t.current_turn()

@@ -145,6 +145,10 @@ class Batch(Record):
     cursor: int
     prepared: tuple[int, ...]
     running: int
+    # Pi 1.6.0's durationMs: when the running calls started (one at a time when sequential,
+    # together when parallel), and each settled call's execution time (None: it never ran).
+    started_ms: int = 0
+    durations: tuple[int | None, ...] = ()
 
 
 @final

@@ -126,6 +126,8 @@ def _ms(value: float | None) -> str:
 
 def _attempt_settled(t: _Txn, phase: Streaming, final: AssistantMessage) -> None:
     run, turn, mid = t.cfg.run, phase.turn, phase.message
+    # Pi 1.6.0's loop records the level it asked for on the final message, whoever streamed it.
+    final = evolve(final, thinking_level=t.cfg.stream_options.reasoning or "off")
     if not phase.started:
         t.cmds.append(make.message_start(run, turn, mid, final))
     t.cmds.append(make.message_end(run, turn, mid, final))

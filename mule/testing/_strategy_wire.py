@@ -215,17 +215,23 @@ def tool_result_message_json() -> Strategy[Wire]:
     )
 
 
-def system_message_json() -> Strategy[Wire]:
-    """Draw wire JSON of a system message (Pi 1.6.0)."""
-    content = texts() | st.lists(text_content_json(), max_size=MAX_BLOCKS)
-    return _obj(
-        {"role": st.just("system"), "content": content, "timestamp": timestamps()},
-        {
-            "sections": st.dictionaries(ids(), st.none() | texts(), min_size=1, max_size=3),
-            "toolsAdded": st.lists(tool_json(), min_size=1, max_size=2),
-            "toolsRemoved": st.lists(_obj({"name": ids()}), min_size=1, max_size=2),
-        },
-    )
+@st.composite
+def system_message_json(draw: st.DrawFn) -> Wire:
+    """Draw wire JSON of a system message (Pi 1.6.0), in createInitialSystemMessage's order."""
+    out: dict[str, Any] = {
+        "role": "system",
+        "content": draw(texts() | st.lists(text_content_json(), max_size=MAX_BLOCKS)),
+    }
+    optional = {
+        "sections": st.dictionaries(ids(), st.none() | texts(), min_size=1, max_size=3),
+        "toolsAdded": st.lists(tool_json(), min_size=1, max_size=2),
+        "toolsRemoved": st.lists(_obj({"name": ids()}), min_size=1, max_size=2),
+    }
+    for key, values in optional.items():
+        if draw(st.booleans()):
+            out[key] = draw(values)
+    out["timestamp"] = draw(timestamps())
+    return out
 
 
 def message_json() -> Strategy[Wire]:

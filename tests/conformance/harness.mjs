@@ -33,7 +33,7 @@ const ZERO_USAGE = {
   cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, total: 0 },
 };
 // Fields that carry no loop semantics (clocks, model ids, usage) and are left out of projections.
-const DROPPED = new Set(["timestamp", "usage", "api", "provider", "model", "partial", "durationMs", "thinkingLevel"]);
+const DROPPED = new Set(["timestamp", "usage", "api", "provider", "model", "partial", "durationMs"]);
 
 /** A JSON projection of a Pi value: undefined dropped, volatile fields removed, deep copy. */
 function strip(value) {

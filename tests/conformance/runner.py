@@ -86,9 +86,7 @@ MODEL = Model(
 )
 SYSTEM = "You are a test."
 # Same fields as harness.mjs's DROPPED: no loop semantics (clocks, model ids, usage).
-DROPPED = frozenset(
-    {"timestamp", "usage", "api", "provider", "model", "partial", "durationMs", "thinkingLevel"}
-)
+DROPPED = frozenset({"timestamp", "usage", "api", "provider", "model", "partial", "durationMs"})
 
 
 def strip(value: Any) -> Any:

@@ -27,10 +27,11 @@ from mule.pi import (
     without_system_messages,
 )
 from mule.pi._content import TextContent, ToolCall
-from mule.pi._context import Tool
+from mule.pi._context import StreamOptions, Tool
 from mule.pi._events import TextDeltaEvent
 from mule.pi._json import JsonObject, JsonValue  # noqa: F401 (resolves the recursive alias)
 from mule.pi._messages import AssistantMessage, ToolResultMessage, Usage
+from mule.pi._model import ThinkingLevel
 from mule.pi._scripted import Call, Reply, Text, error_reply, reply
 from tests.core.kit import (
     MODEL,
@@ -856,3 +857,35 @@ async def test_run_without_listener() -> None:
 
     res = await run(to_core(make_input(model_of(reply("hi")))))
     assert text_of(res.unwrap().message) == "hi"
+
+
+async def test_duration_ms_is_set_for_calls_that_ran_only(root: Root) -> None:
+    """1.6.0's durationMs: on an executed call's end and result message; none when it never ran."""
+    model = model_of(
+        tool_turn(Call("c1", "A"), Call("c2", "R"), Call("c3", "U")),
+        reply("ok"),
+    )
+    tools = (tool("A", delay_ms=1), tool("R", reject="no"))
+    ran = await run_root(root, make_input(model, tools=tools))
+    ends = {e.call.id: e for e in of_type(ran.events, ToolExecutionEnd)}
+    ran_ms = ends["c1"].duration_ms
+    assert ran_ms is not None
+    assert ran_ms >= 0
+    assert ends["c2"].duration_ms is None  # rejected
+    assert ends["c3"].duration_ms is None  # unknown tool
+    results = {m.tool_call_id: m for m in ran.ok.messages if type(m) is ToolResultMessage}
+    assert results["c1"].duration_ms == ran_ms
+    assert results["c2"].duration_ms is None
+    assert results["c3"].duration_ms is None
+
+
+async def test_the_final_message_records_the_thinking_level_asked_for(root: Root) -> None:
+    """1.6.0's loop sets thinkingLevel on the final message ("off" when none was asked)."""
+    asked: tuple[tuple[ThinkingLevel | None, str], ...] = ((None, "off"), ("high", "high"))
+    for reasoning, level in asked:
+        model = model_of(reply("hi"))
+        options = StreamOptions(reasoning=reasoning)
+        ran = await run_root(root, make_input(model, stream_options=options))
+        assert ran.ok.message.thinking_level == level
+        end = of_type(ran.events, MessageEnd)[-1]
+        assert end.value == ran.ok.message
