@@ -34,7 +34,7 @@ from mule.pi._messages import (
     UserMessage,
 )
 from mule.pi._model import Model
-from mule.pi._transcript import TranscriptContext
+from mule.pi._transcript import TranscriptContext, get_current_system_prompt, get_current_tools
 from mule.testing import strategies as ms
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -344,8 +344,23 @@ def test_golden_models_round_trip_exactly(wire: Any) -> None:
 
 @pytest.mark.parametrize("wire", _golden_params("contexts.json", "context"))
 def test_golden_contexts_round_trip_exactly(wire: Any) -> None:
-    """Contexts with images and TypeBox tool schemas survive a round trip."""
+    """Contexts with images and TypeBox tool schemas survive a round trip.
+
+    The loop's (`{messages}` only, Pi 1.6.0's TranscriptContext) decode as that too.
+    """
     _exact(Context, wire, Context)
+    if set(wire) == {"messages"}:
+        _exact(TranscriptContext, wire, TranscriptContext)
+
+
+def test_golden_contexts_include_the_loops_transcripts() -> None:
+    """The fixtures hold transcripts as the 1.6.0 loop sends them: a leading system message."""
+    loop = [r["context"] for r in _load("contexts.json") if set(r["context"]) == {"messages"}]
+    assert loop
+    assert all(c["messages"][0]["role"] == "system" for c in loop)
+    first = from_wire(TranscriptContext, loop[0])
+    assert get_current_system_prompt(first.messages) == "Use tools."
+    assert get_current_tools(first.messages)
 
 
 def test_golden_fixtures_cover_the_protocol() -> None:
