@@ -103,7 +103,7 @@ class PartialBuilder:
             provider=provider,
             model=model,
             usage=usage,
-            stop_reason="stop",
+            stop_reason="pending",  # until the provider says why it stopped
             timestamp=timestamp,
         )
         self._kinds: list[BlockKind] = []
@@ -119,6 +119,28 @@ class PartialBuilder:
     def set_usage(self, usage: Usage) -> None:
         """Record the usage reported so far."""
         self._head = evolve(self._head, usage=usage)
+
+    def set_stop(
+        self,
+        stop_reason: StopReason,
+        raw_stop_reason: str | None = None,
+        error_message: str | None = None,
+    ) -> None:
+        """Record the provider's stop reason as it arrives (later partials carry it).
+
+        `raw_stop_reason` is the provider's own word for it; `error_message` says why a
+        failing reason fails. None leaves a field as it was.
+        """
+        changes: dict[str, Any] = {"stop_reason": stop_reason}
+        if raw_stop_reason is not None:
+            changes["raw_stop_reason"] = raw_stop_reason
+        if error_message is not None:
+            changes["error_message"] = error_message
+        self._head = evolve(self._head, **changes)
+
+    def set_error_message(self, error_message: str | None) -> None:
+        """Set (or, with None, drop) the message's error text."""
+        self._head = evolve(self._head, error_message=error_message)
 
     def set_response(
         self, *, response_id: str | None = None, response_model: str | None = None
@@ -233,17 +255,20 @@ class PartialBuilder:
         *,
         error_message: str | None = None,
         timestamp: int | None = None,
+        duration_ms: int | None = None,
     ) -> AssistantMessage:
-        """Materialise the message with its final stop reason."""
+        """Materialise the message with its final stop reason (and how long it took)."""
         # One evolve of the head (what `snapshot().materialize()` and the changes would be).
         content = tuple(map(_block, self.snapshot()._entries))
-        if error_message is None and timestamp is None:  # every successful response
+        if error_message is None and timestamp is None and duration_ms is None:
             return _with_content_stop(self._head, content, stop_reason)
         changes: dict[str, Any] = {"content": content, "stop_reason": stop_reason}
         if error_message is not None:
             changes["error_message"] = error_message
         if timestamp is not None:
             changes["timestamp"] = timestamp
+        if duration_ms is not None:
+            changes["duration_ms"] = duration_ms
         return evolve(self._head, **changes)
 
 
