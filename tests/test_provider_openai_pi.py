@@ -65,6 +65,15 @@ CASES: list[tuple[str, dict[str, Any]]] = [
         ),
     ),
     ("openai-completions", chat_stream(text="cut short", finish_reason="length")),
+    # Arguments cut off, and arguments that are no object: empty, with an argumentsError.
+    (
+        "openai-completions",
+        chat_stream(
+            calls=[tool_call("c1", "read", '{"path": "/tm', pieces=2)], finish_reason="length"
+        ),
+    ),
+    ("openai-completions", chat_stream(calls=[tool_call("c2", "ls", "[1, 2]")])),
+    ("openai-completions", chat_stream(calls=[tool_call("c3", "ls", '{"a": 1,}')])),
     ("openai-completions", chat_stream(text="hidden", finish_reason="content_filter")),
     ("openai-completions", chat_stream(text="odd", finish_reason="something_new")),
     ("openai-completions", chat_stream(text="no reason given", finish=False)),

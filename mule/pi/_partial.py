@@ -15,7 +15,7 @@ from mule._fast_init import replacer
 from mule.pi._content import AssistantContent, TextContent, ThinkingContent, ToolCall
 from mule.pi._json import JsonObject
 from mule.pi._messages import ZERO_USAGE, AssistantMessage, StopReason, Usage
-from mule.pi._partial_json import parse_streaming_json
+from mule.pi._partial_json import parse_streaming_json, parse_tool_call_arguments
 
 BlockKind = Literal["text", "thinking", "toolCall"]
 _new = object.__new__
@@ -78,9 +78,9 @@ def _block(entry: _Entry) -> AssistantContent:
         return TextContent(frags.upto(n), *meta)  # type: ignore[arg-type]
     if kind == "thinking":
         return ThinkingContent(frags.upto(n), *meta)  # type: ignore[arg-type]
-    call_id, name, thought_signature, final_args = meta
+    call_id, name, thought_signature, final_args, error = meta
     args = final_args if final_args is not None else frags.arguments_upto(n)
-    return ToolCall(call_id, name, args, thought_signature)  # type: ignore[arg-type]
+    return ToolCall(call_id, name, args, thought_signature, None, error)  # type: ignore[arg-type]
 
 
 class PartialBuilder:
@@ -179,7 +179,7 @@ class PartialBuilder:
 
     def open_tool_call(self, call_id: str, name: str, thought_signature: str | None = None) -> int:
         """Open a tool-call block and return its content index."""
-        return self._open("toolCall", (call_id, name, thought_signature, None))
+        return self._open("toolCall", (call_id, name, thought_signature, None, None))
 
     def append(self, index: int, delta: str) -> None:
         """Append a text, thinking or raw-argument fragment to a block."""
@@ -213,20 +213,29 @@ class PartialBuilder:
         thought_signature: str | None = None,
     ) -> None:
         """Fill in a tool call's id, name or thought signature as they arrive."""
-        old_id, old_name, old_sig, final = self._meta[index]
+        old_id, old_name, old_sig, final, error = self._meta[index]
         self._meta[index] = (
             old_id if call_id is None else call_id,
             old_name if name is None else name,
             old_sig if thought_signature is None else thought_signature,
             final,
+            error,
         )
 
     def close_tool_call(self, index: int, arguments: JsonObject | None = None) -> ToolCall:
-        """Fix a tool call's final arguments (parsed from its fragments unless given)."""
-        call_id, name, sig, _ = self._meta[index]
-        args = parse_streaming_json(self.text(index)) if arguments is None else arguments
-        self._meta[index] = (call_id, name, sig, args)
-        return ToolCall(call_id, name, args, sig)  # type: ignore[arg-type]
+        """Fix a tool call's final arguments (parsed from its fragments unless given).
+
+        Complete text that is no JSON object leaves the arguments empty and says why in the
+        call's `arguments_error` (Pi 1.6.0); the tool's validation then fails with it.
+        """
+        call_id, name, sig, _, _ = self._meta[index]
+        error: str | None = None
+        if arguments is None:
+            args, error = parse_tool_call_arguments(self.text(index))
+        else:
+            args = arguments
+        self._meta[index] = (call_id, name, sig, args, error)
+        return ToolCall(call_id, name, args, sig, None, error)  # type: ignore[arg-type]
 
     def block(self, index: int) -> AssistantContent:
         """Return one block as it stands now."""

@@ -25,7 +25,6 @@ from mule.pi._cost import calculate_cost
 from mule.pi._json import JsonObject, JsonValue, loads, stringify
 from mule.pi._messages import AssistantMessage, StopReason
 from mule.pi._model import Model, ThinkingLevel
-from mule.pi._partial_json import parse_streaming_json
 from mule.pi._stream import AssistantMessageEventStream
 from mule.pi.providers._openai_completions import bearer_auth, error_chunk_text, openai_api_key
 from mule.pi.providers._parser import (
@@ -469,11 +468,10 @@ class ResponsesParser(StreamParser):
                 block = self._open_tool_call(
                     f"{item.get('call_id')}|{item.get('id')}", _str(item.get("name"))
                 )
-                args = parse_streaming_json(_str(item.get("arguments")) or "{}")
-            else:
-                raw = b.text(block)
-                args = parse_streaming_json(raw if raw else _str(item.get("arguments")) or "{}")
-            self._end(block, args)
+            final = _str(item.get("arguments"))
+            if final:  # the item's arguments are the whole text (Pi replaces the streamed one)
+                b.replace_text(block, final)
+            self._end(block)  # parsed as Pi does: malformed text leaves an `arguments_error`
         else:
             return
         self._item_type = self._block = None
