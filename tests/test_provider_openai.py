@@ -20,7 +20,7 @@ from mule.pi import AbortController, AbortSignal
 from mule.pi._content import ImageContent, TextContent, ThinkingContent, ToolCall
 from mule.pi._context import Context, ProviderResponse, StreamOptions, Tool
 from mule.pi._events import AssistantMessageEvent, DoneEvent, ErrorEvent
-from mule.pi._json import JsonValue
+from mule.pi._json import JsonValue, stringify
 from mule.pi._messages import (
     ZERO_USAGE,
     AssistantMessage,
@@ -242,13 +242,14 @@ async def test_length_and_content_filter_finish_reasons(fake: FakeOpenAI) -> Non
 async def test_http_errors_end_with_one_error_event(
     fake: FakeOpenAI, status: int, text: str
 ) -> None:
-    """An HTTP error gives a lone error event "<status> <message>" and an http_error diagnostic."""
-    fake.push(openai_error(status, text))
+    """An HTTP error gives a lone error event "<status>: <error body>" and a diagnostic."""
+    reply = openai_error(status, text)
+    fake.push(reply)
     events = await collect(stream_simple(model_for(fake), Context((USER,)), opts()))
     assert [e.type for e in events] == ["error"]
     msg = terminal(events)
     assert msg.stop_reason == "error"
-    assert msg.error_message == f"{status} {text}"
+    assert msg.error_message == f"{status}: {stringify(reply['body']['error'])}"
     assert msg.diagnostics is not None
     assert msg.diagnostics[0].details == {"status": status}
     assert retry_after_ms(msg) is None
@@ -266,7 +267,7 @@ async def test_429_records_retry_after(
     fake.push(openai_error(429, "Rate limit reached", type="requests", headers=headers))
     events = await collect(stream_simple(model_for(fake), Context((USER,)), opts()))
     msg = terminal(events)
-    assert msg.error_message == "429 Rate limit reached"
+    assert (msg.error_message or "").startswith('429: {"message":"Rate limit reached"')
     assert retry_after_ms(msg) == expected
 
 
@@ -299,7 +300,7 @@ async def test_no_retry_for_400(fake: FakeOpenAI) -> None:
     """Client errors are not retried even when retries are allowed."""
     fake.push(openai_error(400, "bad"), chat_text("never"))
     events = await collect(stream_simple(model_for(fake), Context((USER,)), opts(max_retries=2)))
-    assert terminal(events).error_message == "400 bad"
+    assert (terminal(events).error_message or "").startswith('400: {"message":"bad"')
     assert len(fake.requests) == 1
 
 
@@ -735,7 +736,7 @@ def test_retry_after_forms() -> None:
 def test_status_error_message_forms() -> None:
     """Error bodies read like the Stainless SDKs format them."""
     assert status_error_message(400, json.dumps({"error": {"message": "bad"}})) == "400 bad"
-    assert status_error_message(400, json.dumps({"error": {"code": 3}})) == '400 {"code": 3}'
+    assert status_error_message(400, json.dumps({"error": {"code": 3}})) == '400 {"code":3}'
     assert status_error_message(503, "") == "503 status code (no body)"
     assert status_error_message(502, "<html>") == "502 <html>"
 

@@ -89,7 +89,7 @@ class StreamOptions:
         on_response: Called with the HTTP status and headers before the body is read.
         headers: Extra HTTP headers.
         timeout_ms: The request timeout.
-        max_retries: HTTP-level retries of the request (the SDKs' default: 2).
+        max_retries: HTTP-level retries of the request (none by default, as in Pi 1.6.0).
         max_retry_delay_ms: The longest Retry-After the transport will wait.
         metadata: Provider metadata sent with the request (e.g. a user id).
         reasoning: The provider-independent thinking level (`"low"`, `"high"`...).

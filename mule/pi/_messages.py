@@ -78,15 +78,17 @@ class Usage:
     cost: UsageCost = field(factory=UsageCost)
     cache_write_1h: int | None = None
     reasoning: int | None = None
+    # Where Pi's providers put them: OpenAI and Google write `reasoning` before the total;
+    # only Anthropic reports one-hour writes, adding `cacheWrite1h` to its usage after `cost`.
     __wire_order__ = (
         "input",
         "output",
         "cache_read",
         "cache_write",
-        "cache_write_1h",
         "reasoning",
         "total_tokens",
         "cost",
+        "cache_write_1h",
     )
 
 

@@ -110,10 +110,11 @@ def usage_json(draw: st.DrawFn) -> Wire:
         cost["totalFromProvider"] = from_provider
     usage: Wire = {"input": n[0], "output": n[1], "cacheRead": n[2], "cacheWrite": n[3]}
     if draw(st.booleans()):
-        usage["cacheWrite1h"] = draw(st.integers(0, n[3]))
-    if draw(st.booleans()):
         usage["reasoning"] = draw(st.integers(0, n[1]))
-    return {**usage, "totalTokens": sum(n), "cost": cost}
+    usage |= {"totalTokens": sum(n), "cost": cost}
+    if draw(st.booleans()):  # Anthropic's, after the cost
+        usage["cacheWrite1h"] = draw(st.integers(0, n[3]))
+    return usage
 
 
 def diagnostic_json() -> Strategy[Wire]:

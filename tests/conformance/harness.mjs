@@ -108,7 +108,7 @@ function playReply(reply, hung) {
     provider: MODEL.provider,
     model: MODEL.id,
     usage: ZERO_USAGE,
-    stopReason: "stop",
+    stopReason: "pending", // 1.6.0: a partial is "pending" until the response ends
     timestamp: Date.now(),
   });
   const snapshot = () => ({ ...head(), content: structuredClone(content) });

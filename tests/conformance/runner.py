@@ -195,7 +195,7 @@ _LATE = TextDeltaEvent(
         provider=MODEL.provider,
         model=MODEL.id,
         usage=ZERO_USAGE,
-        stop_reason="stop",
+        stop_reason="pending",
         timestamp=0,
     ),
 )
