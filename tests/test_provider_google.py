@@ -184,6 +184,7 @@ async def test_finish_reasons(finish: str, reason: str) -> None:
         got = await collect(stream_google(gemini(server.url), ctx(), opts()))
     assert isinstance(got[-1], DoneEvent)
     assert got[-1].reason == reason
+    assert got[-1].message.raw_stop_reason == finish
 
 
 @pytest.mark.anyio
@@ -195,8 +196,13 @@ async def test_failing_finish_reasons_are_errors(finish: str) -> None:
     msg = final(got)
     assert msg.stop_reason == "error"
     assert msg.content == (TextContent("part"),)
-    expected = "Unhandled stop reason: SOMETHING_NEW" if finish == "SOMETHING_NEW" else None
-    assert msg.error_message == (expected or "An unknown error occurred")
+    expected = (
+        "Unhandled stop reason: SOMETHING_NEW"
+        if finish == "SOMETHING_NEW"
+        else f"Provider stopped with: {finish}"
+    )
+    assert msg.error_message == expected
+    assert msg.raw_stop_reason == finish
 
 
 @pytest.mark.anyio

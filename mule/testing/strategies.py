@@ -12,7 +12,10 @@ Every drawn value is valid by Pi's contract:
 
 - `errorMessage` is present exactly when `stopReason` is "error" or "aborted";
 - tool-call `arguments` are JSON objects; usage counts are non-negative and `totalTokens` and
-  `cost.total` are the sums of their parts;
+  `cost.total` are the sums of their parts (unless `cost.totalFromProvider` says the provider
+  billed the total);
+- a partial assistant message (in `start` and block events) is "pending" or carries the reason
+  the provider already sent, and has no `durationMs` or `thinkingLevel` while "pending";
 - a block event's `contentIndex` points at a block of its kind in `partial`, `*_end` events repeat
   that block's text (or the tool call), `done`/`error` reasons equal the message's stop reason;
 - integers stay within JavaScript's safe range and floats are finite.
@@ -50,12 +53,14 @@ from mule.testing._strategy_values import (
     model_costs,
     models,
     start_events,
+    system_messages,
     text_contents,
     thinking_budgets,
     thinking_contents,
     tool_calls,
     tool_result_messages,
     tools,
+    transcript_contexts,
     usage_costs,
     usages,
     user_contents,
@@ -71,11 +76,13 @@ from mule.testing._strategy_wire import (
     image_content_json,
     message_json,
     model_json,
+    system_message_json,
     text_content_json,
     thinking_content_json,
     tool_call_json,
     tool_json,
     tool_result_message_json,
+    transcript_context_json,
     usage_json,
     user_content_json,
     user_message_json,
@@ -109,6 +116,8 @@ __all__ = [
     "model_json",
     "models",
     "start_events",
+    "system_message_json",
+    "system_messages",
     "text_content_json",
     "text_contents",
     "thinking_budgets",
@@ -121,6 +130,8 @@ __all__ = [
     "tool_result_message_json",
     "tool_result_messages",
     "tools",
+    "transcript_context_json",
+    "transcript_contexts",
     "usage_costs",
     "usage_json",
     "usages",

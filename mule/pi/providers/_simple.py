@@ -21,9 +21,12 @@ from mule.pi._json import JsonValue
 from mule.pi._messages import AssistantMessage, Diagnostic
 from mule.pi._model import Model, ModelThinkingLevel, ThinkingLevel
 from mule.pi._stream import AssistantMessageEventStream
+from mule.pi._transcript import TranscriptContext
 from mule.pi.providers._env import ENV_API_KEYS, env_api_key
 
-ProviderFn = Callable[[Model, Context, StreamOptions], AssistantMessageEventStream]
+ProviderFn = Callable[
+    [Model, Context | TranscriptContext, StreamOptions], AssistantMessageEventStream
+]
 """A provider's simple stream function: `(model, context, options) -> stream`."""
 
 
@@ -80,7 +83,7 @@ def get_provider(api: str) -> ProviderFn:
 
 
 def stream_simple(
-    model: Model, context: Context, options: StreamOptions | None = None
+    model: Model, context: Context | TranscriptContext, options: StreamOptions | None = None
 ) -> AssistantMessageEventStream:
     """Stream one model response through the provider registered for `model.api`.
 
@@ -91,7 +94,7 @@ def stream_simple(
 
 
 async def complete_simple(
-    model: Model, context: Context, options: StreamOptions | None = None
+    model: Model, context: Context | TranscriptContext, options: StreamOptions | None = None
 ) -> AssistantMessage:
     """Run `stream_simple` to the end and return the final message (Pi's `completeSimple`)."""
     return await stream_simple(model, context, options).result()

@@ -1,0 +1,172 @@
+"""Mule's Anthropic and Google providers and Pi 1.6.0's (run under Node) on the same replies.
+
+Each case is served twice by the same scripted fake vendor server: once to pi-ai 1.6.0's API
+module, once to mule's provider. Event types, the final message (key order included) and the
+request bodies must agree; only clocks and mule's own diagnostics differ.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from mule.pi._codec import to_wire
+from mule.pi._context import Context, StreamOptions
+from mule.pi._events import DoneEvent, ErrorEvent
+from mule.pi._messages import UserMessage
+from mule.pi._model import Model, ModelCost
+from mule.pi.providers import stream_simple
+from mule.testing import fake_anthropic as fa
+from mule.testing import fake_google as fg
+from tests.test_codec import key_order
+
+PI_AI = Path(__file__).parent.parent / "node" / "node_modules" / "@earendil-works" / "pi-ai"
+
+NODE_SCRIPT = """
+const [, piAi, casesJson] = process.argv;
+const { normalizeContext } = await import(piAi + "/dist/index.js");
+for (const c of JSON.parse(casesJson)) {
+  const api = await import(piAi + "/dist/api/" + c.model.api + ".js");
+  const s = api.streamSimple(c.model, normalizeContext(c.context), c.options);
+  const types = [];
+  let startStop = null;
+  for await (const ev of s) {
+    types.push(ev.type);
+    if (ev.type === "start") startStop = ev.partial.stopReason;
+  }
+  console.log(JSON.stringify({ types, startStop, message: await s.result() }));
+}
+"""
+
+ANTHROPIC: list[fa.Reply] = [
+    fa.sse_reply(
+        fa.message(
+            fa.thinking_block(0, "hm", "m", signature="c2ln"),
+            fa.text_block(1, "Hel", "lo"),
+            fa.tool_block(2, "toolu_1", "read", '{"pa', 'th": "/a"}'),
+            stop_reason="tool_use",
+            cache_read=7,
+            cache_creation=3,
+        )
+    ),
+    fa.sse_reply(fa.message(fa.text_block(0, "cut"), stop_reason="max_tokens")),
+    fa.sse_reply(fa.message(fa.text_block(0, "no"), stop_reason="refusal")),
+    fa.sse_reply(fa.message(fa.text_block(0, "x"), stop_reason="sensitive")),
+    fa.sse_reply(fa.message(fa.text_block(0, "x"), stop_reason="brand_new_reason")),
+    fa.sse_reply(fa.message(fa.text_block(0, "x"))[:-1]),  # no message_stop
+    fa.error_reply(400, "messages: at least one message is required"),
+    fa.error_reply(529, "Overloaded"),
+]
+
+GOOGLE: list[fa.Reply] = [
+    fg.sse_reply(
+        [
+            fg.chunk(fg.text("think", thought=True, signature="AAAA")),
+            fg.chunk(fg.text("Hi")),
+            fg.chunk(
+                fg.call("read", {"path": "/a"}, call_id="c1"),
+                finish="STOP",
+                usage_metadata=fg.usage(12, 4, thoughts=2),
+            ),
+        ]
+    ),
+    fg.sse_reply([fg.chunk(fg.text("cut"), finish="MAX_TOKENS")]),
+    fg.sse_reply([fg.chunk(fg.text("bad"), finish="SAFETY")]),
+    fg.sse_reply([fg.chunk(fg.text("new"), finish="SOMETHING_NEW")]),
+    fg.sse_reply([fg.chunk(fg.text("never says"))]),
+    fg.error_reply(400, "Invalid JSON payload"),
+]
+
+
+def _model(api: str, base_url: str) -> Model:
+    if api == "anthropic-messages":
+        return Model(
+            "claude-sonnet-4-5",
+            "Claude",
+            api,
+            "anthropic",
+            base_url,
+            reasoning=False,
+            cost=ModelCost(3.0, 15.0, 0.3, 3.75),
+            max_tokens=8000,
+        )
+    return Model(
+        "gemini-2.5-flash",
+        "Gemini",
+        api,
+        "google",
+        base_url,
+        reasoning=False,
+        cost=ModelCost(0.3, 2.5, 0.03, 0.0),
+        max_tokens=8000,
+    )
+
+
+def _comparable(message: dict[str, Any]) -> dict[str, Any]:
+    # Clocks differ; diagnostics are mule's addition (Pi records none here).
+    assert type(message["durationMs"]) is int
+    return {k: v for k, v in message.items() if k not in ("timestamp", "durationMs", "diagnostics")}
+
+
+def _bodies(server: fa.FakeServer) -> list[Any]:
+    return [json.loads(r.body) for r in server.requests]
+
+
+async def _run(api: str, replies: list[fa.Reply], key: str) -> None:
+    node = shutil.which("node")
+    if node is None or not PI_AI.is_dir():
+        pytest.skip("node or node/node_modules is missing (run ./dev setup)")
+    user = UserMessage("hi", 1)
+    async with fa.serve_script(*replies) as server:
+        cases = [
+            {
+                "model": to_wire(_model(api, server.url)),
+                "context": {"systemPrompt": "sys", "messages": [to_wire(user)]},
+                "options": {"apiKey": key, "maxRetries": 0},
+            }
+            for _ in replies
+        ]
+        done = await anyio.run_process(
+            [node, "--input-type=module", "-e", NODE_SCRIPT, str(PI_AI), json.dumps(cases)]
+        )
+        pi_results = [json.loads(line) for line in done.stdout.decode().splitlines()]
+        pi_bodies = _bodies(server)
+        server.requests.clear()
+        server.push(*replies)
+        for i, _ in enumerate(replies):
+            model = _model(api, server.url)
+            options = StreamOptions(api_key=key, max_retries=0)
+            with anyio.fail_after(10):
+                events = [ev async for ev in stream_simple(model, Context((user,), "sys"), options)]
+            last = events[-1]
+            assert isinstance(last, DoneEvent | ErrorEvent)
+            final = last.message if isinstance(last, DoneEvent) else last.error
+            pi = pi_results[i]
+            mine = _comparable(to_wire(final))
+            assert [e.type for e in events] == pi["types"], i
+            if events[0].type == "start":
+                assert events[0].partial.stop_reason == pi["startStop"] == "pending"
+            assert mine == _comparable(pi["message"]), i
+            assert key_order(mine) == key_order(_comparable(pi["message"])), i  # Pi's key order
+        assert _bodies(server) == pi_bodies
+
+
+@pytest.mark.pi
+@pytest.mark.slow
+@pytest.mark.anyio
+async def test_anthropic_matches_pi() -> None:
+    """Thinking, text, tools, usage, every kind of stop, a cut stream and HTTP errors."""
+    await _run("anthropic-messages", ANTHROPIC, "sk-ant-test")
+
+
+@pytest.mark.pi
+@pytest.mark.slow
+@pytest.mark.anyio
+async def test_google_matches_pi() -> None:
+    """Thoughts, text, a function call, usage, finish reasons and an HTTP error."""
+    await _run("google-generative-ai", GOOGLE, "AIza-test")
