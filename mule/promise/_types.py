@@ -22,9 +22,9 @@ from mule.pi import (
     AbortSignal,
     AssistantMessage,
     Message,
+    SystemMessage,
     Tool,
     ToolCall,
-    SystemMessage,
     ToolResultMessage,
     UserMessage,
 )
