@@ -21,8 +21,6 @@ from typing import Any, TypeVar
 
 import attrs
 
-from mule._code_cache import cached_compile
-
 _C = TypeVar("_C", bound=type)
 _T = TypeVar("_T")
 
@@ -62,7 +60,7 @@ def _compile(cls: type, fields: tuple[Any, ...], name: str, params: str, made: b
     if made:
         lines = ["    self = _new(_cls)", *lines, "    return self"]
     source = f"def {name}({params}):\n" + "\n".join(lines) + "\n"
-    exec(cached_compile(source, "<mule fast init>", "exec"), scope)  # as attrs writes its own
+    exec(compile(source, "<mule fast init>", "exec"), scope)  # as attrs writes its own
     return scope[name]
 
 
@@ -124,7 +122,7 @@ def replacer(cls: type[_T], *names: str) -> Callable[..., _T]:
     lines = [f"    _set_{f.name}(new, {given.get(f.name, f'obj.{f.name}')})" for f in fields]
     params = ", ".join(given.values())
     source = f"def replace(obj, {params}):\n    new = _new(_cls)\n" + "\n".join(lines)
-    exec(cached_compile(source + "\n    return new\n", "<mule fast init>", "exec"), scope)
+    exec(compile(source + "\n    return new\n", "<mule fast init>", "exec"), scope)
     replace: Callable[..., _T] = scope["replace"]
     replace.__qualname__ = f"replace_{cls.__qualname__}_{'_'.join(names)}"
     return replace

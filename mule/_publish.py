@@ -22,8 +22,6 @@ from typing import Any
 
 import attrs
 
-from mule._code_cache import cached_compile
-
 
 def publish(face: str, namespace: MutableMapping[str, object], names: Iterable[str]) -> None:
     """Set `__module__` to `face` on each exported class and function defined under it."""
@@ -81,7 +79,7 @@ def _evaluate(text: str, module: dict[str, Any], scope: dict[str, Any]) -> Any:
             return module[text]
     code = _COMPILED.get(text)
     if code is None:
-        code = _COMPILED[text] = cached_compile(text, "<annotation>", "eval")
+        code = _COMPILED[text] = compile(text, "<annotation>", "eval")
     return eval(code, module, scope)
 
 

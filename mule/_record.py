@@ -7,10 +7,9 @@ configuration (`mule.effects._state`, all but `RunState`, which is evolved) are 
 
 A `Record` subclass gets its `__slots__` from its annotations when the class statement runs,
 an `__init__` that sets each slot through its descriptor (as `mule._fast_init`; the code is
-compiled once and kept in attrs' code cache, `mule._code_cache`), and equality, hashing,
-`repr` and `__match_args__` shared from the base with attrs' semantics: equal when of the
-same class with equal fields, hashed by class and fields, `Name(field=value, ...)`, frozen
-(`attrs.exceptions.FrozenInstanceError`).
+compiled once), and equality, hashing, `repr` and `__match_args__` shared from the base
+with attrs' semantics: equal when of the same class with equal fields, hashed by class and
+fields, `Name(field=value, ...)`, frozen (`attrs.exceptions.FrozenInstanceError`).
 
 For private classes only: a Record is no attrs class (no `attrs.fields`, `attrs.evolve`).
 Fields are the class's own annotations, in order; one with a value in the class body has it
@@ -23,8 +22,6 @@ from __future__ import annotations
 from typing import Any, ClassVar, dataclass_transform
 
 from attrs.exceptions import FrozenInstanceError
-
-from mule._code_cache import cached_compile
 
 
 def _init_source(names: tuple[str, ...], defaults: frozenset[str]) -> str:
@@ -50,7 +47,7 @@ class _RecordMeta(type):
         scope: dict[str, Any] = {f"_d_{n}": v for n, v in defaults.items()}
         for n in names:
             scope[f"_s_{n}"] = cls.__dict__[n].__set__  # the slot's own descriptor
-        code = cached_compile(_init_source(names, frozenset(defaults)), "<mule record>", "exec")
+        code = compile(_init_source(names, frozenset(defaults)), "<mule record>", "exec")
         exec(code, scope)
         init = scope["__init__"]
         init.__qualname__ = f"{cls.__qualname__}.__init__"
