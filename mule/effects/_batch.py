@@ -4,9 +4,14 @@ from __future__ import annotations
 
 from typing import Any, assert_never
 
-from mule.effects import _make as make
+from attrs import evolve
+
 from mule.effects._errors import MuleError
 from mule.effects._events import (
+    MessageEnd,
+    MessageStart,
+    ToolExecutionEnd,
+    ToolExecutionStart,
     ToolExecutionUpdate,
 )
 from mule.effects._identity import MuleIdentity
@@ -41,36 +46,6 @@ from mule.pi import (
 )
 
 INTERRUPTED_UNSAFE = "Tool call was interrupted and is not safe to replay"
-
-_KEEP: Any = object()
-
-
-def _revised(
-    b: Batch,
-    *,
-    results: tuple[MuleToolResult | None, ...] = _KEEP,
-    messages: tuple[ToolResultMessage | None, ...] = _KEEP,
-    cursor: int = _KEEP,
-    prepared: tuple[int, ...] = _KEEP,
-    running: int = _KEEP,
-    started_ms: int = _KEEP,
-    durations: tuple[int | None, ...] = _KEEP,
-) -> Batch:
-    """`attrs.evolve` for a batch, positional (a batch changes several times per tool call)."""
-    return Batch(
-        b.message,
-        b.calls,
-        b.ids,
-        b.todo,
-        b.results if results is _KEEP else results,
-        b.messages if messages is _KEEP else messages,
-        b.sequential,
-        b.cursor if cursor is _KEEP else cursor,
-        b.prepared if prepared is _KEEP else prepared,
-        b.running if running is _KEEP else running,
-        b.started_ms if started_ms is _KEEP else started_ms,
-        b.durations if durations is _KEEP else durations,
-    )
 
 
 def _start_batch(
@@ -117,14 +92,23 @@ def _fail_truncated_calls(
         tool = t.cfg.tools.get(call.name)
         replay = tool.replay if tool is not None else "unsafe"
         result = _error_result(truncated_call_text(call.name))
-        t.cmds.append(make.tool_start(run, turn, cid, call, replay))
-        t.cmds.append(make.tool_end(run, turn, cid, call, result, None))
-        made = make.tool_result_message(
-            call.id, call.name, result.content, True, t.clock, result.details, None, None
+        t.cmds.append(
+            ToolExecutionStart(run=run, turn=turn, tool_call=cid, call=call, replay=replay)
+        )
+        t.cmds.append(ToolExecutionEnd(run=run, turn=turn, tool_call=cid, call=call, result=result))
+        made = ToolResultMessage(
+            tool_call_id=call.id,
+            tool_name=call.name,
+            content=result.content,
+            is_error=True,
+            timestamp=t.clock,
+            details=result.details,
+            usage=None,
+            duration_ms=None,
         )
         rid = t.ident("tool_result", cid)
-        t.cmds.append(make.message_start(run, turn, rid, made))
-        t.cmds.append(make.message_end(run, turn, rid, made))
+        t.cmds.append(MessageStart(run=run, turn=turn, message=rid, value=made))
+        t.cmds.append(MessageEnd(run=run, turn=turn, message=rid, value=made))
         t.new += (made,)
         messages.append(made)
     t.context += tuple(messages)
@@ -192,10 +176,10 @@ def _advance(t: _Txn, batch: Batch) -> None:
             t.cmds.append(PrepareTool(i, gated))
             return
         batch = _settle(t, batch, i, gated)
-        batch = _revised(batch, cursor=batch.cursor + 1)
+        batch = evolve(batch, cursor=batch.cursor + 1)
     # Pass 2: only now do the prepared calls execute, all at once.
     if batch.prepared:
-        batch = _revised(batch, running=len(batch.prepared), started_ms=t.clock)
+        batch = evolve(batch, running=len(batch.prepared), started_ms=t.clock)
         t.phase = RunningTools(batch)
         t.cmds.append(StartTools(batch.prepared))
         return
@@ -221,7 +205,7 @@ def _advance_sequential(t: _Txn, batch: Batch) -> None:
         if i not in batch.todo:
             if batch.messages[i] is None:
                 batch = _emit_result_message(t, batch, i)
-            batch = _revised(batch, cursor=i + 1)
+            batch = evolve(batch, cursor=i + 1)
             continue
         gated = _start_call(t, batch, i)
         if type(gated) is ToolCall:
@@ -230,7 +214,7 @@ def _advance_sequential(t: _Txn, batch: Batch) -> None:
             return
         batch = _settle(t, batch, i, gated)
         batch = _emit_result_message(t, batch, i)
-        batch = _revised(batch, cursor=i + 1)
+        batch = evolve(batch, cursor=i + 1)
     _finish_batch(t, batch)
 
 
@@ -243,7 +227,11 @@ def _start_call(t: _Txn, batch: Batch, i: int) -> MuleToolResult | ToolCall:
     call = batch.calls[i]
     tool = t.cfg.tools.get(call.name)
     replay = tool.replay if tool is not None else "unsafe"
-    t.cmds.append(make.tool_start(t.cfg.run, t.current_turn(), batch.ids[i], call, replay))
+    t.cmds.append(
+        ToolExecutionStart(
+            run=t.cfg.run, turn=t.current_turn(), tool_call=batch.ids[i], call=call, replay=replay
+        )
+    )
     if tool is None:
         return _error_result(f"Tool {call.name} not found")
     try:
@@ -252,15 +240,7 @@ def _start_call(t: _Txn, batch: Batch, i: int) -> MuleToolResult | ToolCall:
         return _error_result(exc.text)
     except ToolSchemaError as exc:  # checked before run_start; a schema can still fail on a value
         return _error_result(str(exc))
-    return make.tool_call(
-        call.id,
-        call.name,
-        arguments,
-        call.thought_signature,
-        call.namespace,
-        call.arguments_error,
-        call.extras,
-    )
+    return evolve(call, arguments=arguments)
 
 
 def _settle(
@@ -268,24 +248,32 @@ def _settle(
     batch: Batch,
     i: int,
     result: MuleToolResult,
-    running: int = _KEEP,
+    running: int | None = None,
     duration_ms: int | None = None,
 ) -> Batch:
     """Record a call's final result and emit its end (and set `running`, if given).
 
     `duration_ms` is the execution's time, for a call that ran (Pi 1.6.0's `durationMs`).
     """
-    end = make.tool_end(
-        t.cfg.run, t.current_turn(), batch.ids[i], batch.calls[i], result, duration_ms
+    end = ToolExecutionEnd(
+        run=t.cfg.run,
+        turn=t.current_turn(),
+        tool_call=batch.ids[i],
+        call=batch.calls[i],
+        result=result,
+        duration_ms=duration_ms,
     )
     t.cmds.append(end)
     results = list(batch.results)
     results[i] = result
-    if duration_ms is None:
-        return _revised(batch, results=tuple(results), running=running)
-    durations = list(batch.durations)
-    durations[i] = duration_ms
-    return _revised(batch, results=tuple(results), running=running, durations=tuple(durations))
+    changes: dict[str, Any] = {"results": tuple(results)}
+    if running is not None:
+        changes["running"] = running
+    if duration_ms is not None:
+        durations = list(batch.durations)
+        durations[i] = duration_ms
+        changes["durations"] = tuple(durations)
+    return evolve(batch, **changes)
 
 
 def _on_tools(t: _Txn, batch: Batch, fact: ToolFact) -> None:
@@ -297,17 +285,17 @@ def _on_tools(t: _Txn, batch: Batch, fact: ToolFact) -> None:
             prep = fact.preparation
             if isinstance(prep, MulePreparedCall):
                 if sequential:
-                    t.phase = RunningTools(_revised(batch, running=1, started_ms=t.clock))
+                    t.phase = RunningTools(evolve(batch, running=1, started_ms=t.clock))
                     t.cmds.append(StartTools((i,)))
                     return
-                batch = _revised(batch, prepared=(*batch.prepared, i), cursor=batch.cursor + 1)
+                batch = evolve(batch, prepared=(*batch.prepared, i), cursor=batch.cursor + 1)
             else:
                 # As Pi 1.6.0 records a block's terminate: only when it is true.
                 result = _error_result(prep.message, True if prep.terminate else None)
                 batch = _settle(t, batch, i, result)
                 if sequential:
                     batch = _emit_result_message(t, batch, i)
-                batch = _revised(batch, cursor=batch.cursor + 1)
+                batch = evolve(batch, cursor=batch.cursor + 1)
             _advance(t, batch)
         case ToolPartArrived():
             t.clock = max(t.clock, fact.now_ms)
@@ -331,7 +319,7 @@ def _on_tools(t: _Txn, batch: Batch, fact: ToolFact) -> None:
             t.cmds.append(CloseTool(i))
             if sequential:
                 batch = _emit_result_message(t, batch, i)
-                batch = _revised(batch, cursor=batch.cursor + 1)
+                batch = evolve(batch, cursor=batch.cursor + 1)
                 _advance(t, batch)
             elif batch.running == 0:
                 _result_phase(t, batch)
@@ -347,27 +335,27 @@ def _on_tools(t: _Txn, batch: Batch, fact: ToolFact) -> None:
 def _emit_result_message(t: _Txn, batch: Batch, i: int) -> Batch:
     messages = list(batch.messages)
     messages[i] = _result_message(t, batch, i)
-    return _revised(batch, messages=tuple(messages))
+    return evolve(batch, messages=tuple(messages))
 
 
 def _result_message(t: _Txn, batch: Batch, i: int) -> ToolResultMessage:
     """Make call `i`'s result message, emit its start and end, add it to the new messages."""
     call, result = batch.calls[i], batch.results[i]
     assert result is not None
-    message = make.tool_result_message(
-        call.id,
-        call.name,
-        result.content,
-        result.is_error,
-        t.clock,
-        result.details,
-        result.usage,
-        batch.durations[i] if batch.durations else None,
+    message = ToolResultMessage(
+        tool_call_id=call.id,
+        tool_name=call.name,
+        content=result.content,
+        is_error=result.is_error,
+        timestamp=t.clock,
+        details=result.details,
+        usage=result.usage,
+        duration_ms=batch.durations[i] if batch.durations else None,
     )
     rid = t.ident("tool_result", batch.ids[i])
     turn = t.current_turn()
-    t.cmds.append(make.message_start(t.cfg.run, turn, rid, message))
-    t.cmds.append(make.message_end(t.cfg.run, turn, rid, message))
+    t.cmds.append(MessageStart(run=t.cfg.run, turn=turn, message=rid, value=message))
+    t.cmds.append(MessageEnd(run=t.cfg.run, turn=turn, message=rid, value=message))
     t.new += (message,)
     return message
 
@@ -377,7 +365,7 @@ def _result_phase(t: _Txn, batch: Batch) -> None:
     for i, made in enumerate(messages):
         if made is None:
             messages[i] = _result_message(t, batch, i)
-    _finish_batch(t, _revised(batch, messages=tuple(messages)))
+    _finish_batch(t, evolve(batch, messages=tuple(messages)))
 
 
 def _finish_batch(t: _Txn, batch: Batch) -> None:

@@ -6,7 +6,6 @@ from typing import ClassVar, Literal, TypeAlias, final
 
 from attrs import field, frozen
 
-from mule._fast_init import fast_init
 from mule.effects._identity import MuleIdentity
 from mule.effects._tools import MuleToolResult, Replay
 from mule.pi import (
@@ -96,9 +95,8 @@ class MessageStart:
     type: ClassVar[Literal["message_start"]] = "message_start"
 
 
-@fast_init
 @final
-@frozen(eq=False)  # positional construction: this event is made once per streamed delta
+@frozen(eq=False)  # made once per streamed delta; compared by identity (its value is lazy)
 class MessageUpdate:
     """An assistant attempt streamed `event`; `value` is the response so far (a snapshot).
 

@@ -16,12 +16,12 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, assert_never, cast
 
 import anyio
+import attrs
 from anyio.abc import TaskGroup
 from anyio.lowlevel import checkpoint, checkpoint_if_cancelled
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from returns.result import Failure, Result, Success
 
-from mule._fast_init import replacer
 from mule.effects._errors import MuleError, MulePhase, error_from
 from mule.effects._events import EVENT_TYPES, MessageUpdate, MuleEvent, RunEnd
 from mule.effects._ports import Ports
@@ -69,13 +69,10 @@ from mule.pi import (
     AbortSignal,
     AssistantMessage,
     AssistantMessageEventStream,
-    StreamOptions,
     child_controller,
 )
 
 _EVENTS = frozenset(EVENT_TYPES.values())
-# `evolve(options, signal=...)` once per model attempt, without evolve's walk of the fields.
-_with_signal = replacer(StreamOptions, "signal")
 _PI_EVENTS = frozenset(EVENT_CLASSES)
 _BLOCK_EVENTS = BLOCK_EVENT_TYPES
 _PULL = "pull"
@@ -356,7 +353,7 @@ class Interpreter:
         if self.detach_attempt is not None:
             self.detach_attempt()
         self.attempt, self.detach_attempt = child_controller(self.signal)
-        options = _with_signal(cmd.options, self.attempt.signal)
+        options = attrs.evolve(cmd.options, signal=self.attempt.signal)
         self.last_event = None
         if self.idle_s is not None:
             self.deadline = anyio.current_time() + self.idle_s

@@ -13,12 +13,7 @@ from typing import Literal, TypeAlias, final
 
 from attrs import frozen
 
-from mule._fast_init import maker
 from mule.pi import Usage, UsageCost
-
-# Positional makers (`mule._fast_init`): the sum is made once per model attempt.
-_usage = maker(Usage, defaults=True)
-_cost = maker(UsageCost, defaults=True)
 
 LimitName: TypeAlias = Literal["max_turns", "max_output_tokens", "max_cost_usd"]
 
@@ -76,22 +71,21 @@ def add_usage(a: Usage, b: Usage) -> Usage:
     breakdowns (one-hour cache writes, reasoning) add up when either side reports them.
     """
     ca, cb = a.cost, b.cost
-    return _usage(
-        a.input + b.input,
-        a.output + b.output,
-        a.cache_read + b.cache_read,
-        a.cache_write + b.cache_write,
-        a.total_tokens + b.total_tokens,
-        _cost(
-            ca.input + cb.input,
-            ca.output + cb.output,
-            ca.cache_read + cb.cache_read,
-            ca.cache_write + cb.cache_write,
-            ca.total + cb.total,
-            None,
+    return Usage(
+        input=a.input + b.input,
+        output=a.output + b.output,
+        cache_read=a.cache_read + b.cache_read,
+        cache_write=a.cache_write + b.cache_write,
+        total_tokens=a.total_tokens + b.total_tokens,
+        cost=UsageCost(
+            input=ca.input + cb.input,
+            output=ca.output + cb.output,
+            cache_read=ca.cache_read + cb.cache_read,
+            cache_write=ca.cache_write + cb.cache_write,
+            total=ca.total + cb.total,
         ),
-        _opt_sum(a.cache_write_1h, b.cache_write_1h),
-        _opt_sum(a.reasoning, b.reasoning),
+        cache_write_1h=_opt_sum(a.cache_write_1h, b.cache_write_1h),
+        reasoning=_opt_sum(a.reasoning, b.reasoning),
     )
 
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import TypeAlias, final
 
+from attrs import frozen
 from returns.result import Failure, Result, Success
 
-from mule._record import Record
 from mule.effects._errors import MuleError
 from mule.effects._events import MuleEvent
 from mule.effects._outcome import MuleCompletedTurn, MuleRunOutcome
@@ -24,31 +24,36 @@ from mule.pi import (
 
 
 @final
-class Began(Record):
+@frozen
+class Began:
     """The run was asked to start, at `now_ms` (results a resume builds get that time)."""
 
     now_ms: int = 0
 
 
 @final
-class KeyResolved(Record):
+@frozen
+class KeyResolved:
     """`resolve_api_key` answered (None or "" falls back to the stream options' key)."""
 
     key: str | None
 
 
 @final
-class StreamOpened(Record):
+@frozen
+class StreamOpened:
     """The stream function returned a stream."""
 
 
 @final
-class StreamExhausted(Record):
+@frozen
+class StreamExhausted:
     """The model stream ended without a terminal event."""
 
 
 @final
-class StreamIdled(Record):
+@frozen
+class StreamIdled:
     """No provider event arrived within the idle timeout; `last` is the last partial seen."""
 
     last: AssistantMessage | None
@@ -56,7 +61,8 @@ class StreamIdled(Record):
 
 
 @final
-class ToolPrepared(Record):
+@frozen
+class ToolPrepared:
     """A tool's `prepare` answered for call `index`."""
 
     index: int
@@ -65,7 +71,8 @@ class ToolPrepared(Record):
 
 
 @final
-class ToolPartArrived(Record):
+@frozen
+class ToolPartArrived:
     """The executor of call `index` yielded a part."""
 
     index: int
@@ -74,47 +81,54 @@ class ToolPartArrived(Record):
 
 
 @final
-class ToolExhausted(Record):
+@frozen
+class ToolExhausted:
     """The executor of call `index` ended without a result part."""
 
     index: int
 
 
 @final
-class MessagesAnswered(Record):
+@frozen
+class MessagesAnswered:
     """A steering or follow-up poll answered."""
 
     messages: tuple[Message, ...]
 
 
 @final
-class StopAnswered(Record):
+@frozen
+class StopAnswered:
     """The stop hook answered."""
 
     stop: bool
 
 
 @final
-class RetryAfterAnswered(Record):
+@frozen
+class RetryAfterAnswered:
     """`retry_after_ms` answered for the failed attempt."""
 
     ms: float | None
 
 
 @final
-class Slept(Record):
+@frozen
+class Slept:
     """A requested sleep is over."""
 
 
 @final
-class WorkFailed(Record):
+@frozen
+class WorkFailed:
     """A callback or the stream function failed with a typed error."""
 
     error: MuleError
 
 
 @final
-class CancelRequested(Record):
+@frozen
+class CancelRequested:
     """The run was interrupted (its signal aborted, or its task was cancelled)."""
 
     reason: str
@@ -122,7 +136,8 @@ class CancelRequested(Record):
 
 
 @final
-class ListenerFailed(Record):
+@frozen
+class ListenerFailed:
     """The listener failed on an event."""
 
     error: MuleError
@@ -153,14 +168,16 @@ Fact: TypeAlias = (
 
 
 @final
-class ResolveKey(Record):
+@frozen
+class ResolveKey:
     """Call `resolve_api_key(provider)`; answer `KeyResolved` or `WorkFailed`."""
 
     provider: str
 
 
 @final
-class CallModel(Record):
+@frozen
+class CallModel:
     """Call the stream function (with the attempt's signal); answer `StreamOpened`."""
 
     context: TranscriptContext
@@ -168,7 +185,8 @@ class CallModel(Record):
 
 
 @final
-class PullModel(Record):
+@frozen
+class PullModel:
     """Pull the next model event; answer with it, `StreamExhausted` or `StreamIdled`."""
 
 
@@ -176,7 +194,8 @@ PULL_MODEL = PullModel()
 
 
 @final
-class CloseModel(Record):
+@frozen
+class CloseModel:
     """Release the current model stream (no answer)."""
 
 
@@ -184,7 +203,8 @@ CLOSE_MODEL = CloseModel()
 
 
 @final
-class PrepareTool(Record):
+@frozen
+class PrepareTool:
     """Call the tool's `prepare` for call `index`; answer `ToolPrepared` or `WorkFailed`."""
 
     index: int
@@ -192,59 +212,68 @@ class PrepareTool(Record):
 
 
 @final
-class StartTools(Record):
+@frozen
+class StartTools:
     """Start executing the prepared calls; each answers with its first `ToolPartArrived`."""
 
     indices: tuple[int, ...]
 
 
 @final
-class PullTool(Record):
+@frozen
+class PullTool:
     """Pull the next part of call `index`'s executor."""
 
     index: int
 
 
 @final
-class CloseTool(Record):
+@frozen
+class CloseTool:
     """Close call `index`'s executor (its result arrived); no answer."""
 
     index: int
 
 
 @final
-class AskSteering(Record):
+@frozen
+class AskSteering:
     """Poll steering messages; answer `MessagesAnswered`."""
 
 
 @final
-class AskFollowUp(Record):
+@frozen
+class AskFollowUp:
     """Poll follow-up messages; answer `MessagesAnswered`."""
 
 
 @final
-class AskStop(Record):
+@frozen
+class AskStop:
     """Ask the stop hook about a completed turn; answer `StopAnswered`."""
 
     turn: MuleCompletedTurn
 
 
 @final
-class AskRetryAfter(Record):
+@frozen
+class AskRetryAfter:
     """Ask `retry_after_ms` about a failed attempt; answer `RetryAfterAnswered`."""
 
     message: AssistantMessage
 
 
 @final
-class Sleep(Record):
+@frozen
+class Sleep:
     """Sleep `ms` milliseconds (cancellable); answer `Slept`."""
 
     ms: float
 
 
 @final
-class Finish(Record):
+@frozen
+class Finish:
     """The run is over: its one verdict, a completed or cancelled outcome or a typed failure."""
 
     result: Result[MuleRunOutcome, MuleError]

@@ -36,7 +36,6 @@ from typing import Literal, TypeAlias, final
 
 from attrs import frozen
 
-from mule._record import Record
 from mule.effects._identity import MuleIdentity
 from mule.effects._limits import LimitName, RunLimits
 from mule.effects._resume import MuleResume
@@ -57,7 +56,8 @@ from mule.pi import (
 
 
 @final
-class RunConfig(Record):
+@frozen
+class RunConfig:
     """What does not change during a run."""
 
     run: MuleIdentity
@@ -81,12 +81,14 @@ class RunConfig(Record):
 
 
 @final
-class NotStarted(Record):
+@frozen
+class NotStarted:
     """Before `Began`."""
 
 
 @final
-class Polling(Record):
+@frozen
+class Polling:
     """Waiting for a steering or follow-up poll.
 
     `steering_again` is Pi 1.6.0's second steering poll before the next turn, asked when the
@@ -97,14 +99,16 @@ class Polling(Record):
 
 
 @final
-class ResolvingKey(Record):
+@frozen
+class ResolvingKey:
     """Waiting for `resolve_api_key` before attempt `attempt`."""
 
     attempt: int
 
 
 @final
-class Streaming(Record):
+@frozen
+class Streaming:
     """Model attempt `attempt` is open (`started` once its `start` event arrived)."""
 
     attempt: int
@@ -114,7 +118,8 @@ class Streaming(Record):
 
 
 @final
-class AwaitingRetryAfter(Record):
+@frozen
+class AwaitingRetryAfter:
     """Waiting for `retry_after_ms` before backing off from attempt `attempt`."""
 
     attempt: int
@@ -122,14 +127,16 @@ class AwaitingRetryAfter(Record):
 
 
 @final
-class BackingOff(Record):
+@frozen
+class BackingOff:
     """Sleeping before attempt `attempt + 1`."""
 
     attempt: int
 
 
 @final
-class Batch(Record):
+@frozen
+class Batch:
     """One assistant message's tool calls, from the first start to the last result message."""
 
     message: AssistantMessage
@@ -152,14 +159,16 @@ class Batch(Record):
 
 
 @final
-class RunningTools(Record):
+@frozen
+class RunningTools:
     """A tool batch is in progress."""
 
     batch: Batch
 
 
 @final
-class AwaitingStop(Record):
+@frozen
+class AwaitingStop:
     """Waiting for the stop hook, before the turn's `turn_end` (where Pi calls finishTurn).
 
     `more` says whether the tool batch asked for another turn; `message` and `results` are
@@ -172,7 +181,8 @@ class AwaitingStop(Record):
 
 
 @final
-class Over(Record):
+@frozen
+class Over:
     """The run finished; nothing more may happen."""
 
 

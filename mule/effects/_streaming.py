@@ -6,10 +6,11 @@ from typing import assert_never
 
 from attrs import evolve
 
-from mule.effects import _make as make
 from mule.effects._batch import _fail_truncated_calls, _start_batch
 from mule.effects._errors import MuleError
 from mule.effects._events import (
+    MessageEnd,
+    MessageStart,
     TurnEnd,
 )
 from mule.effects._limits import add_usage
@@ -60,7 +61,7 @@ def _on_stream(t: _Txn, phase: Streaming, fact: StreamFact) -> None:
             if not phase.started:
                 t.phase = Streaming(phase.attempt, phase.turn, mid, started=True)
                 value = fact.partial
-                t.cmds.append(make.message_start(run, turn, mid, value))
+                t.cmds.append(MessageStart(run=run, turn=turn, message=mid, value=value))
             t.cmds.append(PULL_MODEL)
         # The cases' classes are disjoint, so their order is only the commonest first.
         case DoneEvent() | ErrorEvent():
@@ -129,8 +130,8 @@ def _attempt_settled(t: _Txn, phase: Streaming, final: AssistantMessage) -> None
     # Pi 1.6.0's loop records the level it asked for on the final message, whoever streamed it.
     final = evolve(final, thinking_level=t.cfg.stream_options.reasoning or "off")
     if not phase.started:
-        t.cmds.append(make.message_start(run, turn, mid, final))
-    t.cmds.append(make.message_end(run, turn, mid, final))
+        t.cmds.append(MessageStart(run=run, turn=turn, message=mid, value=final))
+    t.cmds.append(MessageEnd(run=run, turn=turn, message=mid, value=final))
     t.cmds.append(CLOSE_MODEL)
     t.usage = add_usage(t.usage, final.usage)
     stop = final.stop_reason

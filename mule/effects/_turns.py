@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from attrs import evolve
 
-from mule.effects import _make as make
+from mule.effects._events import MessageEnd, MessageStart, ModelPrompt, TurnEnd, TurnStart
 from mule.effects._limits import LimitName, reached
 from mule.effects._outcome import MuleCompletedTurn
 from mule.effects._protocol import (
@@ -28,6 +28,7 @@ from mule.pi import (
     Message,
     SystemMessage,
     ToolResultMessage,
+    TranscriptContext,
     get_current_system_prompt,
     get_current_tools,
     get_tool_state_changes,
@@ -36,7 +37,7 @@ from mule.pi import (
 
 def _open_turn(t: _Txn) -> None:
     t.turn = t.ident("turn", t.cfg.run)
-    t.cmds.append(make.turn_start(t.cfg.run, t.turn))
+    t.cmds.append(TurnStart(run=t.cfg.run, turn=t.turn))
 
 
 def _turn_body(t: _Txn, pending: Sequence[Message]) -> None:
@@ -48,8 +49,8 @@ def _turn_body(t: _Txn, pending: Sequence[Message]) -> None:
     pending = _declare_tool_changes(t, pending)
     for m in pending:
         mid = t.ident("message", turn)
-        t.cmds.append(make.message_start(t.cfg.run, turn, mid, m))
-        t.cmds.append(make.message_end(t.cfg.run, turn, mid, m))
+        t.cmds.append(MessageStart(run=t.cfg.run, turn=turn, message=mid, value=m))
+        t.cmds.append(MessageEnd(run=t.cfg.run, turn=turn, message=mid, value=m))
     if pending:
         t.context += tuple(pending)
         t.new += tuple(pending)
@@ -161,7 +162,9 @@ def _turn_ended(
     stop: bool,
 ) -> None:
     """Emit turn_end, then stop, or end at a limit, or poll / go on as Pi does."""
-    t.cmds.append(make.turn_end(t.cfg.run, t.current_turn(), message, results))
+    t.cmds.append(
+        TurnEnd(run=t.cfg.run, turn=t.current_turn(), message=message, tool_results=results)
+    )
     t.turns += 1
     if stop:
         _complete(t)
@@ -196,10 +199,17 @@ def _call_model(t: _Txn, attempt: int, key: str | None) -> None:
     cfg = t.cfg
     turn = t.current_turn()
     # The prompt the model sees: the transcript's system messages replayed (pi-ai 1.6.0).
-    t.cmds.append(make.model_prompt(cfg.run, turn, attempt, get_current_system_prompt(t.context)))
+    t.cmds.append(
+        ModelPrompt(
+            run=cfg.run,
+            turn=turn,
+            attempt=attempt,
+            system_prompt=get_current_system_prompt(t.context),
+        )
+    )
     options = cfg.stream_options
     if key:
         options = evolve(options, api_key=key)
-    context = make.context(t.context)
+    context = TranscriptContext(messages=t.context)
     t.phase = Streaming(attempt, turn, t.ident("message", turn), started=False)
     t.cmds.append(CallModel(context, options))

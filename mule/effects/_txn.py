@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from returns.result import Failure, Result, Success
 
-from mule.effects import _make as make
 from mule.effects._errors import MuleError
 from mule.effects._events import (
     RunEnd,
@@ -70,7 +69,7 @@ class _Txn:
     def ident(self, kind: MuleIdentityKind, parent: MuleIdentity | None) -> MuleIdentity:
         n = self.next_id
         self.next_id = n + 1
-        return make.identity(kind, f"{kind}:{n}", parent)
+        return MuleIdentity(kind=kind, value=f"{kind}:{n}", parent=parent)
 
     def current_turn(self) -> MuleIdentity:
         assert self.turn is not None
@@ -78,21 +77,21 @@ class _Txn:
 
     def commit(self) -> tuple[RunState, tuple[Command, ...]]:
         return (
-            make.run_state(
-                self.cfg,
-                self.phase,
-                self.next_id,
-                self.clock,
-                self.context,
-                self.new,
-                self.turn,
-                self.first_turn,
-                self.more,
-                self.last_assistant,
-                self.usage,
-                self.turns,
-                self.limit,
-                self.state.lead,
+            RunState(
+                cfg=self.cfg,
+                phase=self.phase,
+                next_id=self.next_id,
+                clock=self.clock,
+                context=self.context,
+                new=self.new,
+                turn=self.turn,
+                first_turn=self.first_turn,
+                more=self.more,
+                last_assistant=self.last_assistant,
+                usage=self.usage,
+                turns=self.turns,
+                limit=self.limit,
+                lead=self.state.lead,
             ),
             tuple(self.cmds),
         )

@@ -7,7 +7,6 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, TypeAlias, f
 
 from attrs import field, fields, frozen
 
-from mule._fast_init import fast_init
 from mule.pi._content import ToolCall
 from mule.pi._messages import AssistantMessage
 
@@ -103,7 +102,6 @@ class TextStartEvent(_PartialEvent):
     type: ClassVar[Literal["text_start"]] = "text_start"
 
 
-@fast_init  # made once per streamed delta
 @final
 @frozen(kw_only=True, eq=False, repr=False)
 class TextDeltaEvent(_PartialEvent):
@@ -156,7 +154,6 @@ class ThinkingStartEvent(_PartialEvent):
     type: ClassVar[Literal["thinking_start"]] = "thinking_start"
 
 
-@fast_init  # made once per streamed delta
 @final
 @frozen(kw_only=True, eq=False, repr=False)
 class ThinkingDeltaEvent(_PartialEvent):
@@ -209,7 +206,6 @@ class ToolCallStartEvent(_PartialEvent):
     type: ClassVar[Literal["toolcall_start"]] = "toolcall_start"
 
 
-@fast_init  # made once per streamed delta
 @final
 @frozen(kw_only=True, eq=False, repr=False)
 class ToolCallDeltaEvent(_PartialEvent):

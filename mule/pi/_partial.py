@@ -11,17 +11,12 @@ from typing import Any, Literal
 
 from attrs import evolve
 
-from mule._fast_init import replacer
 from mule.pi._content import AssistantContent, TextContent, ThinkingContent, ToolCall
 from mule.pi._json import JsonObject
 from mule.pi._messages import ZERO_USAGE, AssistantMessage, StopReason, Usage
 from mule.pi._partial_json import parse_streaming_json, parse_tool_call_arguments
 
 BlockKind = Literal["text", "thinking", "toolCall"]
-_new = object.__new__
-# `evolve(head, content=..., stop_reason=...)` once or twice per response (see `replacer`).
-_with_content = replacer(AssistantMessage, "content")
-_with_content_stop = replacer(AssistantMessage, "content", "stop_reason")
 
 
 class _Fragments:
@@ -68,7 +63,7 @@ class PartialSnapshot:
     def materialize(self) -> AssistantMessage:
         """Return the partial assistant message this snapshot stands for."""
         if self._message is None:
-            self._message = _with_content(self._head, tuple(map(_block, self._entries)))
+            self._message = evolve(self._head, content=tuple(map(_block, self._entries)))
         return self._message
 
 
@@ -245,18 +240,14 @@ class PartialBuilder:
     def snapshot(self) -> PartialSnapshot:
         """Take an immutable snapshot of the response so far, in O(blocks)."""
         kinds, all_frags, metas = self._kinds, self._frags, self._meta
-        # What `PartialSnapshot(head, entries)` makes, without the call of its __init__.
-        snap = _new(PartialSnapshot)
-        snap._head = self._head
         if len(all_frags) == 1:  # the common case, taken at every streamed delta
             frags = all_frags[0]
-            snap._entries = ((kinds[0], frags, len(frags.parts), metas[0]),)
-        else:  # the three lists grow together (`_open`)
-            snap._entries = tuple(
-                [(kinds[i], frags, len(frags.parts), metas[i]) for i, frags in enumerate(all_frags)]
-            )
-        snap._message = None
-        return snap
+            return PartialSnapshot(self._head, ((kinds[0], frags, len(frags.parts), metas[0]),))
+        # the three lists grow together (`_open`)
+        entries = [
+            (kinds[i], frags, len(frags.parts), metas[i]) for i, frags in enumerate(all_frags)
+        ]
+        return PartialSnapshot(self._head, tuple(entries))
 
     def message(
         self,
@@ -270,7 +261,7 @@ class PartialBuilder:
         # One evolve of the head (what `snapshot().materialize()` and the changes would be).
         content = tuple(map(_block, self.snapshot()._entries))
         if error_message is None and timestamp is None and duration_ms is None:
-            return _with_content_stop(self._head, content, stop_reason)
+            return evolve(self._head, content=content, stop_reason=stop_reason)
         changes: dict[str, Any] = {"content": content, "stop_reason": stop_reason}
         if error_message is not None:
             changes["error_message"] = error_message

@@ -16,7 +16,6 @@ from typing import Any, Final, TypeAlias, cast, final
 
 from attrs import evolve
 
-from mule._fast_init import setters
 from mule.effects import (
     MessageEnd,
     MessageStart,
@@ -193,12 +192,6 @@ def _assistant_event(data: Mapping[str, Any], partial: WirePartial) -> Assistant
     return None
 
 
-_new_object = object.__new__
-_set_wire_state = WirePartial.__dict__["_state"].__set__
-_set_run, _set_turn, _set_message, _set_value, _set_event = setters(
-    MessageUpdate, "run", "turn", "message", "value", "event"
-)
-
 # (run, turn, message, partial's JSON, contentIndex, delta) -> [the update]
 _MakeUpdate: TypeAlias = Callable[
     [MuleIdentity, MuleIdentity, MuleIdentity, Mapping[str, Any], int, str], list[BridgeEvent]
@@ -208,12 +201,7 @@ _MakeUpdate: TypeAlias = Callable[
 def _delta_update_maker(
     cls: type[TextDeltaEvent | ThinkingDeltaEvent | ToolCallDeltaEvent],
 ) -> _MakeUpdate:
-    """Return a function making a streamed delta's update, its event and its snapshot.
-
-    The three objects are made in one call without calling their classes (see
-    mule._fast_init: each slot set through its own descriptor), as the classes would make them.
-    """
-    set_index, set_delta, set_partial = setters(cls, "content_index", "delta", "partial")
+    """Return a function making a streamed delta's update, its event and its snapshot."""
 
     def make(
         run: MuleIdentity,
@@ -223,19 +211,9 @@ def _delta_update_maker(
         index: int,
         delta: str,
     ) -> list[BridgeEvent]:
-        partial = _new_object(WirePartial)  # WirePartial(data)
-        _set_wire_state(partial, data)
-        event = _new_object(cls)  # cls(content_index=index, delta=delta, partial=partial)
-        set_index(event, index)
-        set_delta(event, delta)
-        set_partial(event, partial)
-        update = _new_object(MessageUpdate)  # MessageUpdate(run, turn, message, partial, event)
-        _set_run(update, run)
-        _set_turn(update, turn)
-        _set_message(update, message)
-        _set_value(update, partial)
-        _set_event(update, event)
-        return [update]
+        partial = WirePartial(data)
+        event = cls(content_index=index, delta=delta, partial=partial)
+        return [MessageUpdate(run=run, turn=turn, message=message, value=partial, event=event)]
 
     return make
 
