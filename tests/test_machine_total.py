@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from attrs import evolve
@@ -44,7 +45,16 @@ from mule.effects._state import (
     Streaming,
 )
 from mule.effects._tools import MuleToolExecutionPart, MuleToolRejection, MuleToolResult
-from mule.effects._transition import expects, initial_state, step, stream_update, update_ids
+from mule.effects._transition import (
+    PHASES as PHASE_TYPES,
+)
+from mule.effects._transition import (
+    expects,
+    initial_state,
+    step,
+    stream_update,
+    update_ids,
+)
 from mule.pi import (
     BLOCK_EVENT_TYPES,
     AssistantMessage,
@@ -127,9 +137,7 @@ def test_any_fact_in_any_phase_is_answered_never_raised(phase: Phase, fact: Fact
         assert isinstance(result.value_or(None), MuleRunOutcome) or isinstance(
             finishes[0].error, MuleError
         )
-    unexpected = type(phase) is not Over and not isinstance(
-        fact, (*expects(phase), CancelRequested, ListenerFailed, WorkFailed)
-    )
+    unexpected = type(phase) is not Over and not isinstance(fact, tuple(expects(type(phase))))
     if unexpected:  # a fact the phase does not wait for ends the run, typed
         assert [type(c) for c in commands] == [RunEnd, Finish]
         assert finishes[0].error is not None
@@ -174,3 +182,29 @@ def test_update_ids_make_exactly_stream_update(phase: Phase, fact: Fact) -> None
     assert type(update) is MessageUpdate
     assert update == MessageUpdate(*ids, fact._partial, fact)  # type: ignore[union-attr, arg-type]
     assert update._value is fact._partial  # type: ignore[union-attr]  # the snapshot, unbuilt
+
+
+def _doc_phase_table() -> dict[str, frozenset[str]]:
+    text = (Path(__file__).resolve().parents[1] / "docs" / "architecture.md").read_text()
+    section = text.split("## The phase table", 1)[1].split("\n## ", 1)[0]
+    rows: dict[str, frozenset[str]] = {}
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) >= 2 and cells[0].startswith("`"):
+            facts = cells[1].split(", ") if cells[1] else []
+            rows[cells[0].strip("`")] = frozenset(f.strip("`") for f in facts)
+    return rows
+
+
+def test_the_documented_phase_table_is_the_dispatch_table() -> None:
+    """docs/architecture.md's phase table lists exactly the facts `RULES` takes in each phase."""
+    anywhere = {"CancelRequested", "ListenerFailed", "WorkFailed"}
+    from_rules = {
+        p.__name__: frozenset(
+            f.__name__ for f in expects(p) if p is Over or f.__name__ not in anywhere
+        )
+        for p in PHASE_TYPES
+    }
+    assert _doc_phase_table() == from_rules
+    running = [p for p in PHASE_TYPES if p is not Over]
+    assert all({CancelRequested, ListenerFailed, WorkFailed} <= expects(p) for p in running)

@@ -1,32 +1,9 @@
 """The run's immutable state: static configuration plus the phase the loop is in.
 
-The phases and what moves the run between them (`step` in `_transition`; `expects(phase)`
-states each phase's facts as code)::
-
-    NotStarted --Began--> [steering?] Polling(steering) | ResolvingKey | Streaming
-                          (a resume goes straight to RunningTools, or ends its turn)
-    Polling     --MessagesAnswered--> ResolvingKey | Streaming   (a turn's attempt)
-                                      Polling(steering_again)    (empty, more tool turns)
-                                      Polling(follow_up) | Over  (nothing more to do)
-    ResolvingKey --KeyResolved--> Streaming
-    Streaming   --StreamOpened / start / block events--> Streaming
-                --done|error, stopReason stop|length|toolUse--> RunningTools (tool calls)
-                                                              | AwaitingStop | Polling | Over
-                --error, retryable--> AwaitingRetryAfter | BackingOff
-                --error|aborted, final / StreamExhausted--> Over (failed)
-                --StreamIdled--> as an error terminal
-    AwaitingRetryAfter --RetryAfterAnswered--> BackingOff
-    BackingOff  --Slept--> ResolvingKey | Streaming              (the next attempt)
-    RunningTools --ToolPrepared / ToolPartArrived--> RunningTools
-                 --the batch's last result--> AwaitingStop | Polling | ResolvingKey
-                                              | Streaming | Over (turn end)
-                 --ToolExhausted--> Over (failed)
-    AwaitingStop --StopAnswered--> (turn_end) Over (stop) | as after the turn end
-    any phase   --CancelRequested--> Over (cancelled) ; --WorkFailed--> Over (failed)
-                --ListenerFailed--> Over (the listener's error, no run_end)
-    Over        nothing more (a cancel decided before run_end went out still wins)
-
-Every move into `Over` but a listener failure emits the run's one `run_end`.
+Which facts each phase takes, and the handler of each, is one table: `RULES` in
+`mule.effects._transition` (drawn, with where each phase moves, in docs/architecture.md's
+phase table, which a test checks against it). Every move into `Over` but a listener failure
+emits the run's one `run_end`.
 """
 
 from __future__ import annotations

@@ -3,8 +3,8 @@
 No clock, randomness or I/O: time arrives inside facts, identity values come from a counter
 in the state, and every effect is a command for the interpreter. Commands from one step are
 in order; at most the last one asks the world for an answer, so the interpreter can feed
-answers back in sequence. The phases and the facts each one waits for are drawn in
-`mule.effects._state`; `expects(phase)` states them as code.
+answers back in sequence. `RULES` maps each (phase type, fact type) the machine accepts to
+its handler: it is the dispatch, and `expects(phase)` is read from it.
 
 `step` is total: whatever is raised inside it (a tool's schema gate on hostile arguments,
 say) ends the run as a typed `MuleError(control)` with its one `run_end(failed)`.
@@ -13,8 +13,9 @@ say) ends the run as a typed `MuleError(control)` with its one `run_end(failed)`
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
-from typing import TypeVar, assert_never
+from collections.abc import Callable, Mapping, Sequence
+from types import MappingProxyType
+from typing import Any, TypeAlias
 
 from attrs import evolve
 from returns.result import Failure
@@ -42,6 +43,7 @@ from mule.effects._protocol import (
     StreamIdled,
     StreamOpened,
     ToolExhausted,
+    ToolFact,
     ToolPartArrived,
     ToolPrepared,
     WorkFailed,
@@ -77,20 +79,10 @@ from mule.pi import (
     Message,
     StartEvent,
     SystemMessage,
-    TextDeltaEvent,
-    TextEndEvent,
-    TextStartEvent,
-    ThinkingDeltaEvent,
-    ThinkingEndEvent,
-    ThinkingStartEvent,
-    ToolCallDeltaEvent,
-    ToolCallEndEvent,
-    ToolCallStartEvent,
     create_initial_system_message,
 )
 
 _BLOCK_EVENTS = BLOCK_EVENT_TYPES
-P = TypeVar("P")
 
 
 def initial_state(cfg: RunConfig, messages: Sequence[Message]) -> RunState:
@@ -107,46 +99,25 @@ def initial_state(cfg: RunConfig, messages: Sequence[Message]) -> RunState:
     return RunState(cfg=cfg, phase=NotStarted(), context=context)
 
 
-def expects(phase: Phase) -> tuple[type[Fact], ...]:
-    """Return the facts `phase` waits for, besides cancellation and failures (any time)."""
-    match phase:
-        case NotStarted():
-            return (Began,)
-        case Polling():
-            return (MessagesAnswered,)
-        case ResolvingKey():
-            return (KeyResolved,)
-        case Streaming():
-            return (StreamOpened, StreamExhausted, StreamIdled, *EVENT_FACTS)
-        case RunningTools():
-            return (ToolPrepared, ToolPartArrived, ToolExhausted)
-        case AwaitingStop():
-            return (StopAnswered,)
-        case AwaitingRetryAfter():
-            return (RetryAfterAnswered,)
-        case BackingOff():
-            return (Slept,)
-        case Over():
-            return ()
-        case _:
-            assert_never(phase)
-
-
-EVENT_FACTS: tuple[type[Fact], ...] = (StartEvent, DoneEvent, ErrorEvent, *BLOCK_EVENT_TYPES)
-
-
 def step(state: RunState, fact: Fact) -> tuple[RunState, tuple[Command, ...]]:
-    """Advance a run by one fact; never raises (a failure inside ends the run typed)."""
+    """Advance a run by one fact; never raises (a failure inside ends the run typed).
+
+    The rule for `(type(state.phase), type(fact))` in `RULES` decides; a fact no rule
+    expects ends the run as `MuleError(control)`, except once it is `Over` (ignored).
+    """
     try:
         # The hot path: a streamed block event only becomes a message_update.
         update = stream_update(state, fact)
         if update is not None:
             return state, (update, PULL_MODEL)
         phase = state.phase
-        if type(phase) is Over:
-            return _after_over(state, fact)
+        rule = RULES.get((type(phase), type(fact)))
+        if rule is None:
+            if type(phase) is Over:
+                return state, ()
+            raise AssertionError(f"fact {type(fact).__name__} is not expected in {phase!r}")
         t = _Txn(state)
-        _dispatch(t, phase, fact)
+        rule(t, phase, fact)
         return t.commit()
     except Exception as exc:
         return _crashed(state, fact, exc)
@@ -181,105 +152,105 @@ def update_ids(state: RunState) -> tuple[MuleIdentity, MuleIdentity, MuleIdentit
     return None
 
 
-def _after_over(state: RunState, fact: Fact) -> tuple[RunState, tuple[Command, ...]]:
-    if isinstance(fact, ListenerFailed):
-        # Only `run_end` precedes the Finish of its step: its listener failed, so the run
-        # fails with that error instead (the interpreter drops the pending Finish).
-        return state, (Finish(Failure(fact.error)),)
-    if isinstance(fact, CancelRequested):
-        # Decided but not delivered: an abort noticed before `run_end` went out still wins.
-        t = _Txn(state)
-        _cancel(t, fact)
-        return t.commit()
-    return state, ()
+# -- the rules: (phase, fact) -> handler ----------------------------------------------------
+# A handler changes the step's transaction `t`; its `phase` is the rule's phase type.
+Handler: TypeAlias = Callable[[_Txn, Any, Any], None]
 
 
-def _stream_fact(t: _Txn, phase: Phase, fact: Fact) -> None:
-    _on_stream(t, _expect(phase, Streaming, fact), fact)  # type: ignore[arg-type]
+def _on_began(t: _Txn, phase: NotStarted, fact: Began) -> None:
+    t.clock = max(t.clock, fact.now_ms)
+    _begin(t)
 
 
-def _tool_fact(t: _Txn, phase: Phase, fact: Fact) -> None:
-    _on_tools(t, _expect(phase, RunningTools, fact).batch, fact)  # type: ignore[arg-type]
+def _on_key(t: _Txn, phase: ResolvingKey, fact: KeyResolved) -> None:
+    _call_model(t, phase.attempt, fact.key)
 
 
-# The facts of every turn, by exact type: what `_dispatch`'s match does for them, without
-# walking its cases (a class pattern is an isinstance check; the stream's facts came tenth).
-_BY_TYPE: dict[type, Callable[[_Txn, Phase, Fact], None]] = {
-    **dict.fromkeys(
-        (StreamOpened, StreamExhausted, StreamIdled, StartEvent, DoneEvent, ErrorEvent),
-        _stream_fact,
-    ),
-    **dict.fromkeys(_BLOCK_EVENTS, _stream_fact),
-    **dict.fromkeys((ToolPrepared, ToolPartArrived, ToolExhausted), _tool_fact),
+def _on_messages(t: _Txn, phase: Polling, fact: MessagesAnswered) -> None:
+    _on_poll(t, phase, fact.messages)
+
+
+def _on_stop(t: _Txn, phase: AwaitingStop, fact: StopAnswered) -> None:
+    _turn_ended(t, phase.message, phase.results, phase.more, stop=fact.stop)
+
+
+def _on_retry_after(t: _Txn, phase: AwaitingRetryAfter, fact: RetryAfterAnswered) -> None:
+    ms = fact.ms
+    delay = phase.backoff_ms
+    if ms is not None and math.isfinite(ms) and ms >= 0:
+        delay = max(delay, ms)
+    if t.cfg.retry is not None:  # Pi's maxAgentDelayMs bounds every wait, this one too
+        delay = min(delay, t.cfg.retry.max_agent_delay_ms)
+    t.phase = BackingOff(phase.attempt)
+    t.cmds.append(Sleep(delay))
+
+
+def _on_slept(t: _Txn, phase: BackingOff, fact: Slept) -> None:
+    _attempt(t, phase.attempt + 1)
+
+
+def _on_tool_fact(t: _Txn, phase: RunningTools, fact: ToolFact) -> None:
+    _on_tools(t, phase.batch, fact)
+
+
+def _on_cancel(t: _Txn, phase: Phase, fact: CancelRequested) -> None:
+    _cancel(t, fact)
+
+
+def _on_listener_failed(t: _Txn, phase: Phase, fact: ListenerFailed) -> None:
+    # In `Over` only `run_end` precedes the Finish of its step: its listener failed, so the
+    # run fails with that error instead (the interpreter drops the pending Finish).
+    t.phase = Over()
+    t.cmds.append(Finish(Failure(fact.error)))
+
+
+def _on_work_failed(t: _Txn, phase: Phase, fact: WorkFailed) -> None:
+    _fail(t, fact.error)
+
+
+EVENT_FACTS: tuple[type[Fact], ...] = (StartEvent, DoneEvent, ErrorEvent, *BLOCK_EVENT_TYPES)
+STREAM_FACTS: tuple[type[Fact], ...] = (StreamOpened, StreamExhausted, StreamIdled, *EVENT_FACTS)
+TOOL_FACTS: tuple[type[Fact], ...] = (ToolPrepared, ToolPartArrived, ToolExhausted)
+PHASES: tuple[type[Phase], ...] = (
+    NotStarted,
+    Polling,
+    ResolvingKey,
+    Streaming,
+    AwaitingRetryAfter,
+    BackingOff,
+    RunningTools,
+    AwaitingStop,
+    Over,
+)
+# Facts any running phase takes; `Over` takes a listener failure (of `run_end`) and a cancel
+# decided before `run_end` went out (it still wins). Anything else in `Over` is ignored.
+_ANY_PHASE: dict[type[Fact], Handler] = {
+    CancelRequested: _on_cancel,
+    ListenerFailed: _on_listener_failed,
+    WorkFailed: _on_work_failed,
 }
 
-
-def _dispatch(t: _Txn, phase: Phase, fact: Fact) -> None:
-    by_type = _BY_TYPE.get(type(fact))
-    if by_type is not None:
-        by_type(t, phase, fact)
-        return
-    match fact:
-        case CancelRequested():
-            _cancel(t, fact)
-        case ListenerFailed():
-            t.phase = Over()
-            t.cmds.append(Finish(Failure(fact.error)))
-        case WorkFailed():
-            _fail(t, fact.error)
-        case Began():
-            _expect(phase, NotStarted, fact)
-            t.clock = max(t.clock, fact.now_ms)
-            _begin(t)
-        case KeyResolved():
-            _call_model(t, _expect(phase, ResolvingKey, fact).attempt, fact.key)
-        case MessagesAnswered():
-            _on_poll(t, _expect(phase, Polling, fact), fact.messages)
-        case StopAnswered():
-            w = _expect(phase, AwaitingStop, fact)
-            _turn_ended(t, w.message, w.results, w.more, stop=fact.stop)
-        case RetryAfterAnswered():
-            failed = _expect(phase, AwaitingRetryAfter, fact)
-            ms = fact.ms
-            delay = failed.backoff_ms
-            if ms is not None and math.isfinite(ms) and ms >= 0:
-                delay = max(delay, ms)
-            if t.cfg.retry is not None:  # Pi's maxAgentDelayMs bounds every wait, this one too
-                delay = min(delay, t.cfg.retry.max_agent_delay_ms)
-            t.phase = BackingOff(failed.attempt)
-            t.cmds.append(Sleep(delay))
-        case Slept():
-            _attempt(t, _expect(phase, BackingOff, fact).attempt + 1)
-        # The stream's and the tools' facts arrive through `_BY_TYPE` above (their classes are
-        # final); these cases keep the match exhaustive for `assert_never`.
-        case (
-            StreamOpened()
-            | StreamExhausted()
-            | StreamIdled()
-            | StartEvent()
-            | TextStartEvent()
-            | TextDeltaEvent()
-            | TextEndEvent()
-            | ThinkingStartEvent()
-            | ThinkingDeltaEvent()
-            | ThinkingEndEvent()
-            | ToolCallStartEvent()
-            | ToolCallDeltaEvent()
-            | ToolCallEndEvent()
-            | DoneEvent()
-            | ErrorEvent()
-        ):
-            _on_stream(t, _expect(phase, Streaming, fact), fact)
-        case ToolPrepared() | ToolPartArrived() | ToolExhausted():
-            _on_tools(t, _expect(phase, RunningTools, fact).batch, fact)
-        case _:
-            assert_never(fact)
+RULES: Mapping[tuple[type[Phase], type[Fact]], Handler] = MappingProxyType(
+    {
+        (NotStarted, Began): _on_began,
+        (Polling, MessagesAnswered): _on_messages,
+        (ResolvingKey, KeyResolved): _on_key,
+        **{(Streaming, f): _on_stream for f in STREAM_FACTS},
+        (AwaitingRetryAfter, RetryAfterAnswered): _on_retry_after,
+        (BackingOff, Slept): _on_slept,
+        **{(RunningTools, f): _on_tool_fact for f in TOOL_FACTS},
+        (AwaitingStop, StopAnswered): _on_stop,
+        **{(p, f): h for p in PHASES if p is not Over for f, h in _ANY_PHASE.items()},
+        (Over, ListenerFailed): _on_listener_failed,
+        (Over, CancelRequested): _on_cancel,
+    }
+)
+"""The machine's dispatch: the handler of each fact a phase takes (the phase diagram)."""
 
 
-def _expect(phase: Phase, kind: type[P], fact: Fact) -> P:
-    if isinstance(phase, kind):
-        return phase
-    raise AssertionError(f"fact {type(fact).__name__} is not expected in {phase!r}")
+def expects(phase: type[Phase]) -> frozenset[type[Fact]]:
+    """Return the facts `phase` takes (derived from `RULES`)."""
+    return frozenset(f for p, f in RULES if p is phase)
 
 
 def _crashed(state: RunState, fact: Fact, exc: Exception) -> tuple[RunState, tuple[Command, ...]]:
@@ -316,4 +287,13 @@ def _begin(t: _Txn) -> None:
         _turn_body(t, ())
 
 
-__all__ = ["EVENT_FACTS", "expects", "initial_state", "step", "stream_update", "update_ids"]
+__all__ = [
+    "EVENT_FACTS",
+    "PHASES",
+    "RULES",
+    "expects",
+    "initial_state",
+    "step",
+    "stream_update",
+    "update_ids",
+]
