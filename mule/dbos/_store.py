@@ -9,7 +9,6 @@ workflow that replays after a crash re-emits them without writing them twice.
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from typing import Any, final
 
@@ -27,7 +26,7 @@ from mule.effects import (
     to_json,
 )
 from mule.journal import COMMIT_POINTS, STREAM_ONLY, CommitWriter, Fold, fold
-from mule.pi import AbortSignal, Message
+from mule.pi import AbortSignal, Message, now_ms
 
 NOTIFY_CHANNEL = "mule_events"
 
@@ -156,11 +155,6 @@ class StoredEvent:
     seq: int
     segment: int
     body: dict[str, Any]
-
-
-def now_ms() -> int:
-    """Wall-clock milliseconds."""
-    return int(time.time() * 1000)
 
 
 def event_key(event: MuleEvent) -> str | None:

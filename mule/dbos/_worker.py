@@ -12,7 +12,8 @@ import anyio.lowlevel
 from dbos import DBOS, DBOSClient
 
 from mule.dbos._observe import ListenerFactory
-from mule.dbos._store import PgStore, now_ms
+from mule.dbos._store import PgStore
+from mule.pi import now_ms
 
 Post = Callable[..., Any]  # an event loop's call-soon-from-another-thread
 

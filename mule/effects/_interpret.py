@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import inspect
 import math
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, assert_never, cast
 
@@ -70,6 +69,7 @@ from mule.pi import (
     AssistantMessage,
     AssistantMessageEventStream,
     child_controller,
+    now_ms,
 )
 
 _EVENTS = frozenset(EVENT_TYPES.values())
@@ -77,11 +77,6 @@ _PI_EVENTS = frozenset(EVENT_CLASSES)
 _BLOCK_EVENTS = BLOCK_EVENT_TYPES
 _PULL = "pull"
 _TOOL_TASK = "mule tool executor"
-
-
-def now_ms() -> int:
-    """Wall-clock milliseconds, as Pi stamps messages."""
-    return int(time.time() * 1000)
 
 
 def _failed(phase: MulePhase, what: str, exc: BaseException) -> WorkFailed:

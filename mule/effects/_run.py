@@ -12,7 +12,7 @@ from mule.effects._checks import RUN_IDENTITY, check_input
 from mule.effects._errors import MuleError
 from mule.effects._identity import MuleIdentity
 from mule.effects._inputs import MulePortsInput
-from mule.effects._interpret import Interpreter, now_ms
+from mule.effects._interpret import Interpreter
 from mule.effects._outcome import MuleRunOutcome, OutputT
 from mule.effects._output import attach_output, with_output
 from mule.effects._protocol import Finish
@@ -26,6 +26,7 @@ from mule.pi import (
     TextContent,
     as_exception,
     child_controller,
+    now_ms,
 )
 
 if TYPE_CHECKING:

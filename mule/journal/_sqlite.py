@@ -7,7 +7,6 @@ import os
 import socket
 import sqlite3
 import threading
-import time
 import weakref
 from collections.abc import Awaitable, Iterator, Sequence
 from contextlib import contextmanager
@@ -30,7 +29,7 @@ from mule.journal._fold import Fold, fold
 from mule.journal._record import COMMIT_POINTS, STREAM_ONLY
 from mule.journal._schema import prepare
 from mule.journal._writer import CommitWriter
-from mule.pi import AbortSignal, Message, loads
+from mule.pi import AbortSignal, Message, loads, now_ms
 
 _Row: TypeAlias = tuple[str, int, int, str, str]  # (run_id, segment, seq, type, body)
 _INSERT = "INSERT INTO events VALUES (?, ?, ?, ?, ?)"
@@ -72,10 +71,6 @@ class RunInfo:
     pid: int
     created_ms: int
     updated_ms: int
-
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 def _meta(text: str) -> dict[str, str]:
@@ -254,7 +249,7 @@ class Journal:
         with self._write() as db:
             db.executemany(_INSERT, rows)
             if statuses:
-                now = _now_ms()
+                now = now_ms()
                 db.executemany(_STATUS, [(status, now, rid) for status, rid in statuses])
 
     def close(self) -> None:
@@ -274,7 +269,7 @@ class Journal:
     def begin(self, run_id: str, messages: Sequence[Message]) -> None:
         """Record a new run and the messages it starts from (`input.messages`)."""
         base = to_json(tuple(messages))
-        now = _now_ms()
+        now = now_ms()
         try:
             with self._reading(run_id, "write"), self._write() as db:
                 db.execute(
@@ -325,7 +320,7 @@ class Journal:
             db.execute(
                 "UPDATE runs SET segments = ?, status = 'running', pid = ?, host = ?,"
                 " updated_ms = ?, claim = ? WHERE run_id = ?",
-                (segments + 1, os.getpid(), socket.gethostname(), _now_ms(), token, run_id),
+                (segments + 1, os.getpid(), socket.gethostname(), now_ms(), token, run_id),
             )
         segment = _Segment(self, run_id, segments + 1, token)
         weakref.finalize(segment, release, token)

@@ -71,6 +71,7 @@ from mule.pi._messages import (
     Usage,
     UsageCost,
     UserMessage,
+    now_ms,
     text_of,
 )
 from mule.pi._model import (
@@ -244,6 +245,7 @@ __all__ = [
     "loads",
     "needs_extra",
     "normalize_context",
+    "now_ms",
     "parse_streaming_json",
     "register_provider",
     "retry_after_ms",

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import aclosing
 from typing import Literal, TypeAlias, final
@@ -29,7 +28,7 @@ from mule.pi._events import (
     ToolCallStartEvent,
 )
 from mule.pi._json import JsonObject, JsonValue  # noqa: F401 (resolves the recursive alias)
-from mule.pi._messages import ZERO_USAGE, StopReason, Usage
+from mule.pi._messages import ZERO_USAGE, StopReason, Usage, now_ms
 from mule.pi._model import Model
 from mule.pi._partial import PartialBuilder
 from mule.pi._stream import AssistantMessageEventStream
@@ -162,10 +161,6 @@ def _split(text: str, pieces: int) -> tuple[str, ...]:
     return tuple(text[i : i + size] for i in range(0, len(text), size))
 
 
-def _now_ms() -> int:
-    return int(time.time() * 1000)
-
-
 @define
 class ScriptedModel:
     """A stream function that replays scripted replies in order and records every call.
@@ -179,7 +174,7 @@ class ScriptedModel:
 
     replies: list[Reply]
     calls: list[tuple[Model, TranscriptContext, StreamOptions]] = field(factory=list)
-    clock: Callable[[], int] = _now_ms
+    clock: Callable[[], int] = now_ms
 
     def __call__(
         self, model: Model, context: TranscriptContext, options: StreamOptions | None = None

@@ -41,7 +41,7 @@ from mule.pi._events import (
     ToolCallStartEvent,
 )
 from mule.pi._json import JsonObject, JsonValue, loads
-from mule.pi._messages import Diagnostic, StopReason, Usage
+from mule.pi._messages import Diagnostic, StopReason, Usage, now_ms
 from mule.pi._model import Model
 from mule.pi._partial import PartialBuilder
 
@@ -81,11 +81,6 @@ class StreamAborted(Exception):
 
     def __init__(self) -> None:
         super().__init__(ABORTED_MESSAGE)
-
-
-def now_ms() -> int:
-    """Return the wall clock in epoch milliseconds (Pi's `Date.now()`)."""
-    return int(time.time() * 1000)
 
 
 def snippet(text: str, limit: int = 200) -> str:

@@ -8,7 +8,6 @@ text-only model cannot read. Also the small string helpers the wire formats need
 from __future__ import annotations
 
 import re
-import time
 from collections.abc import Callable, Sequence
 
 from attrs import evolve
@@ -20,6 +19,7 @@ from mule.pi._messages import (
     SystemMessage,
     ToolResultMessage,
     UserMessage,
+    now_ms,
 )
 from mule.pi._model import Model
 
@@ -29,10 +29,6 @@ NormalizeToolCallId = Callable[[str, Model, AssistantMessage], str]
 USER_IMAGE_PLACEHOLDER = "(image omitted: model does not support images)"
 TOOL_IMAGE_PLACEHOLDER = "(tool image omitted: model does not support images)"
 NO_RESULT_TEXT = "No result provided"
-
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 def is_same_model(message: AssistantMessage, model: Model) -> bool:
@@ -110,7 +106,7 @@ def transform_messages(
     model: Model,
     normalize_tool_call_id: NormalizeToolCallId | None = None,
     *,
-    clock: Callable[[], int] = _now_ms,
+    clock: Callable[[], int] = now_ms,
 ) -> list[Message]:
     """Rewrite a transcript for `model` the way Pi does before every provider call.
 
