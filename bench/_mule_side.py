@@ -163,7 +163,7 @@ def _core_echo() -> fx.PreparePort:
             result = fx.MuleToolResult(content=(TextContent(text),))
             yield Success(fx.MuleToolExecutionPart("result", result))
 
-        return Success(fx.MulePreparedCall(execute))
+        return Success(fx.MuleToolPrepared(execute))
 
     return prepare
 

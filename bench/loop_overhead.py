@@ -27,12 +27,13 @@ from mule.effects import (
     MuleError,
     MuleEvent,
     MulePortsInput,
-    MulePreparedCall,
     MuleToolDeclaration,
     MuleToolExecutionPart,
+    MuleToolPrepared,
     MuleToolResult,
     Ports,
     PreparePort,
+    ToolExecution,
     run,
 )
 from mule.pi import (
@@ -80,14 +81,16 @@ TOOL = MuleToolDeclaration(descriptor=Tool("work", "work", PARAMS))
 def mule_prepare() -> PreparePort:
     """Return the workload's tool door in mule's core form."""
 
-    async def prepare(call: ToolCall, signal: AbortSignal) -> Result[MulePreparedCall, MuleError]:
+    async def prepare(
+        call: ToolCall, signal: AbortSignal
+    ) -> Result[MuleToolPrepared[ToolExecution], MuleError]:
         async def execute(
             signal: AbortSignal,
         ) -> AsyncIterator[Result[MuleToolExecutionPart, MuleError]]:
             n = call.arguments.get("n")
             yield Success(MuleToolExecutionPart("result", await _work(int(str(n)))))
 
-        return Success(MulePreparedCall(execute))
+        return Success(MuleToolPrepared(execute))
 
     return prepare
 

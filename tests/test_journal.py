@@ -22,9 +22,9 @@ from mule.effects import (
     INTERRUPTED_UNSAFE,
     MuleCallPreparation,
     MulePortsInput,
-    MulePreparedCall,
     MuleResume,
     MuleToolDeclaration,
+    MuleToolPrepared,
     Ports,
     PreparePort,
 )
@@ -251,7 +251,7 @@ def _probe_prepare(db: Path, seen: list[tuple[str, bool]]) -> PreparePort:
                 MuleToolExecutionPart("result", MuleToolResult(content=(TextContent("ok"),)))
             )
 
-        return Success(MulePreparedCall(execute))
+        return Success(MuleToolPrepared(execute))
 
     return prepare
 

@@ -75,10 +75,10 @@ from mule.effects._protocol import (
 from mule.effects._state import Polling, RunConfig, RunState
 from mule.effects._tools import (
     MuleCallPreparation,
-    MulePreparedCall,
     MuleToolCheckpoint,
     MuleToolDeclaration,
     MuleToolExecutionPart,
+    MuleToolPrepared,
     MuleToolRejection,
     MuleToolResult,
     ToolCompleted,
@@ -738,7 +738,7 @@ class LoopMachine(RuleBasedStateMachine):
         now = self.clock(data)
         prep: MuleCallPreparation
         if kind == "prepared":
-            prep = MulePreparedCall(_no_execute)
+            prep = MuleToolPrepared(_no_execute)
             self.model.prepared_ok(i)
         else:
             terminate = data.draw(st.sampled_from([None, True, False]))

@@ -17,12 +17,13 @@ from mule.effects import (
     MuleEvent,
     Ports,
     PreparePort,
+    ToolExecution,
     ToolExecutionStart,
     event_to_wire,
 )
 from mule.effects import MulePortsInput as CoreInput
-from mule.effects import MulePreparedCall as CorePrepared
 from mule.effects import MuleToolDeclaration as CoreTool
+from mule.effects import MuleToolPrepared as CorePrepared
 from mule.effects import run as run_core
 from mule.pi import (
     AbortController,
@@ -43,6 +44,7 @@ from mule.promise import (
     MuleRunInput,
     MuleTool,
     MuleToolExecutionPart,
+    MuleToolPreparation,
     MuleToolPrepared,
     MuleToolResult,
     schema_for,
@@ -89,7 +91,7 @@ class _Order:
 def _echo_tool(order: _Order) -> MuleTool:
     gate = order
 
-    async def prepare(call: ToolCall, signal: AbortSignal) -> MuleToolPrepared:
+    async def prepare(call: ToolCall, signal: AbortSignal) -> MuleToolPreparation:
         async def execute(signal: AbortSignal) -> AsyncIterator[MuleToolExecutionPart]:
             async with aclosing(gate.parts(call)) as parts:
                 async for part in parts:
@@ -101,7 +103,9 @@ def _echo_tool(order: _Order) -> MuleTool:
 
 
 def _core_echo_prepare(order: _Order) -> PreparePort:
-    async def prepare(call: ToolCall, signal: AbortSignal) -> Result[CorePrepared, MuleError]:
+    async def prepare(
+        call: ToolCall, signal: AbortSignal
+    ) -> Result[CorePrepared[ToolExecution], MuleError]:
         async def execute(
             signal: AbortSignal,
         ) -> AsyncIterator[Result[MuleToolExecutionPart, MuleError]]:
@@ -263,7 +267,7 @@ async def test_abort_during_tools_aborts_the_tool_signal() -> None:
     controller = AbortController()
     tool_saw_abort = anyio.Event()
 
-    async def prepare(call: ToolCall, signal: AbortSignal) -> MuleToolPrepared:
+    async def prepare(call: ToolCall, signal: AbortSignal) -> MuleToolPreparation:
         async def execute(signal: AbortSignal) -> AsyncIterator[MuleToolExecutionPart]:
             controller.abort("stop the tool")
             await signal.wait()
@@ -325,7 +329,7 @@ async def test_prepare_raising_is_a_tool_failure() -> None:
     """A raising prepare fails the run in the tool phase, with the exception as cause."""
     boom = OSError("disk on fire")
 
-    async def prepare(call: ToolCall, signal: AbortSignal) -> MuleToolPrepared:
+    async def prepare(call: ToolCall, signal: AbortSignal) -> MuleToolPreparation:
         raise boom
 
     inp = _inp(
@@ -549,7 +553,7 @@ async def test_prepare_receives_the_gates_coerced_arguments() -> None:
         "properties": {"n": {"type": "number"}, "on": {"type": "boolean"}},
     }
 
-    async def prepare(call: ToolCall, signal: AbortSignal) -> MuleToolPrepared:
+    async def prepare(call: ToolCall, signal: AbortSignal) -> MuleToolPreparation:
         seen.append(call)
 
         async def execute(signal: AbortSignal) -> AsyncIterator[MuleToolExecutionPart]:

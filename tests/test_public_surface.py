@@ -119,3 +119,13 @@ def test_exported_classes_resolve_their_annotations(name: str) -> None:
             except Exception as exc:
                 broken[attr] = repr(exc)
     assert broken == {}
+
+
+def test_the_old_name_of_a_prepared_call_warns() -> None:
+    """`mule.effects.MulePreparedCall` is `MuleToolPrepared` under its old name, deprecated."""
+    import mule
+    import mule.effects
+
+    with pytest.warns(DeprecationWarning, match="MuleToolPrepared"):
+        old = mule.effects.MulePreparedCall
+    assert old is mule.effects.MuleToolPrepared is mule.MuleToolPrepared

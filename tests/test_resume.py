@@ -18,10 +18,10 @@ from mule.effects import (
     INTERRUPTED_UNSAFE,
     MuleCallPreparation,
     MulePortsInput,
-    MulePreparedCall,
     MuleResume,
     MuleRunOutcome,
     MuleToolDeclaration,
+    MuleToolPrepared,
     Ports,
     PreparePort,
 )
@@ -149,7 +149,7 @@ def core_prepare(log: Log, terminate: bool | None = None) -> PreparePort:
                 MuleToolExecutionPart("result", result(f"{name}:{c.id}", terminate=terminate))
             )
 
-        return Success(MulePreparedCall(execute))
+        return Success(MuleToolPrepared(execute))
 
     return prepare
 

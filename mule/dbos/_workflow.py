@@ -247,7 +247,7 @@ class _Durable:
         self,
         step: int,
         tool: promise.MuleTool,
-        prep: promise.MuleToolPrepared,
+        prep: promise.MuleToolPrepared[AsyncIterator[MuleToolExecutionPart]],
         signal: AbortSignal,
         call_id: str,
     ) -> AsyncIterator[MuleToolExecutionPart]:

@@ -43,10 +43,10 @@ from mule.effects._tool_types import with_default as schema_with_default
 from mule.effects._tools import (
     ExecutionMode,
     MuleCallPreparation,
-    MulePreparedCall,
     MuleToolCheckpoint,
     MuleToolDeclaration,
     MuleToolExecutionPart,
+    MuleToolPrepared,
     MuleToolRejection,
     MuleToolResult,
     Replay,
@@ -106,7 +106,6 @@ __all__ = [
     "MuleIdentityKind",
     "MulePhase",
     "MulePortsInput",
-    "MulePreparedCall",
     "MuleResume",
     "MuleRunFailed",
     "MuleRunOutcome",
@@ -115,6 +114,7 @@ __all__ = [
     "MuleToolCheckpoint",
     "MuleToolDeclaration",
     "MuleToolExecutionPart",
+    "MuleToolPrepared",
     "MuleToolRejection",
     "MuleToolResult",
     "OutputT",
@@ -161,5 +161,21 @@ __all__ = [
 from mule._publish import lazy as _lazy  # noqa: E402
 from mule._publish import publish as _publish  # noqa: E402
 
-__getattr__ = _lazy(__name__, globals(), dict.fromkeys(_CODEC_NAMES, "mule.effects._codec"))
+_lazy_getattr = _lazy(__name__, globals(), dict.fromkeys(_CODEC_NAMES, "mule.effects._codec"))
+
+
+def __getattr__(name: str) -> object:
+    """Import a codec on first read; `MulePreparedCall` is `MuleToolPrepared`'s old name."""
+    if name == "MulePreparedCall":
+        import warnings
+
+        warnings.warn(
+            "mule.effects.MulePreparedCall is deprecated: use mule.effects.MuleToolPrepared",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return MuleToolPrepared
+    return _lazy_getattr(name)
+
+
 _publish(__name__, globals(), __all__)

@@ -30,7 +30,7 @@ from mule.effects._state import (
     RunningTools,
 )
 from mule.effects._tools import (
-    MulePreparedCall,
+    MuleToolPrepared,
     MuleToolResult,
     ToolCompleted,
     ToolStarted,
@@ -283,7 +283,7 @@ def _on_tools(t: _Txn, batch: Batch, fact: ToolFact) -> None:
             t.clock = max(t.clock, fact.now_ms)
             i = fact.index
             prep = fact.preparation
-            if isinstance(prep, MulePreparedCall):
+            if isinstance(prep, MuleToolPrepared):
                 if sequential:
                     t.phase = RunningTools(evolve(batch, running=1, started_ms=t.clock))
                     t.cmds.append(StartTools((i,)))

@@ -59,7 +59,12 @@ from mule.effects._protocol import (
 )
 from mule.effects._settings import MuleStreamFunction
 from mule.effects._state import RunConfig, RunState
-from mule.effects._tools import MulePreparedCall, MuleToolExecutionPart, MuleToolRejection
+from mule.effects._tools import (
+    MuleToolExecutionPart,
+    MuleToolPrepared,
+    MuleToolRejection,
+    ToolExecution,
+)
 from mule.effects._transition import step, update_ids
 from mule.pi import (
     BLOCK_EVENT_TYPES,
@@ -162,7 +167,7 @@ class Interpreter:
         self.detach_attempt: Any = None
         self.deadline: float | None = None
         self.last_event: object = None
-        self.prepared: dict[int, MulePreparedCall] = {}
+        self.prepared: dict[int, MuleToolPrepared[ToolExecution]] = {}
         self.names: dict[int, str] = {}
         self.tools: dict[int, _ToolRun] = {}
         self.executing = 0  # tool tasks started and not yet returned
@@ -487,7 +492,7 @@ class Interpreter:
         got = await _call("tool", what, prepare, cmd.call, self.signal)
         if isinstance(got, WorkFailed):
             return got
-        if type(got) is MulePreparedCall:
+        if type(got) is MuleToolPrepared:
             self.prepared[cmd.index] = got
             self.names[cmd.index] = cmd.call.name
         elif type(got) is not MuleToolRejection:  # untyped ports can answer anything
@@ -500,7 +505,9 @@ class Interpreter:
         self.tg.start_soon(self._execute, index, prepared, tool_run, name=_TOOL_TASK)
         self.executing += 1
 
-    async def _execute(self, index: int, prepared: MulePreparedCall, tool_run: _ToolRun) -> None:
+    async def _execute(
+        self, index: int, prepared: MuleToolPrepared[ToolExecution], tool_run: _ToolRun
+    ) -> None:
         inbox = self.inbox_send
         try:
             parts: AsyncIterator[Result[MuleToolExecutionPart, MuleError]] = prepared.execute(

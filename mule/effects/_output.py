@@ -23,9 +23,9 @@ from mule.effects._ports import Ports
 from mule.effects._tool_types import ToolSignatureError, decode, schema_for
 from mule.effects._tools import (
     MuleCallPreparation,
-    MulePreparedCall,
     MuleToolDeclaration,
     MuleToolExecutionPart,
+    MuleToolPrepared,
     MuleToolRejection,
     MuleToolResult,
     ToolExecution,
@@ -124,7 +124,7 @@ def _ports(ports: Ports, output_type: Any, wrapped: bool, box: OutputBox) -> Por
             box.has_value = True
             yield Success(_DONE)
 
-        return Success(MulePreparedCall(execute))
+        return Success(MuleToolPrepared(execute))
 
     async def follow_up(signal: AbortSignal) -> Result[tuple[Message, ...], MuleError]:
         if inner_follow_up is not None:

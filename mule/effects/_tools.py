@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
-from typing import ClassVar, Literal, TypeAlias, final
+from typing import ClassVar, Generic, Literal, TypeAlias, TypeVar, final
 
 from attrs import frozen
 from returns.result import Result
@@ -68,17 +68,23 @@ class MuleToolExecutionPart:
 ToolExecution: TypeAlias = AsyncIterator[Result[MuleToolExecutionPart, MuleError]]
 
 
+_E = TypeVar("_E", covariant=True)
+
+
 @final
 @frozen
-class MulePreparedCall:
-    """A decoded and authorised call, with its Result-yielding executor (the core's form).
+class MuleToolPrepared(Generic[_E]):
+    """A decoded and authorised call with its executor (the seed's `status: "prepared"`).
+
+    The core's ports give it a `ToolExecution` (`Result`s of execution parts); a promise-style
+    tool (`mule.MuleTool`) an async iterator of plain parts.
 
     Attributes:
-        execute: Runs the call under a signal, yielding `Result`s of execution parts.
+        execute: Runs the call under a signal, yielding its execution parts.
 
     """
 
-    execute: Callable[[AbortSignal], ToolExecution]
+    execute: Callable[[AbortSignal], _E]
     status: ClassVar[Literal["prepared"]] = "prepared"
 
 
@@ -98,7 +104,7 @@ class MuleToolRejection:
     status: ClassVar[Literal["rejected"]] = "rejected"
 
 
-MuleCallPreparation: TypeAlias = MulePreparedCall | MuleToolRejection
+MuleCallPreparation: TypeAlias = MuleToolPrepared[ToolExecution] | MuleToolRejection
 
 
 @final
@@ -178,10 +184,10 @@ MuleToolCheckpoint: TypeAlias = ToolPending | ToolStarted | ToolCompleted
 __all__ = [
     "ExecutionMode",
     "MuleCallPreparation",
-    "MulePreparedCall",
     "MuleToolCheckpoint",
     "MuleToolDeclaration",
     "MuleToolExecutionPart",
+    "MuleToolPrepared",
     "MuleToolRejection",
     "MuleToolResult",
     "Replay",

@@ -21,10 +21,10 @@ from mule.effects import (
     MuleError,
     MuleEvent,
     MulePortsInput,
-    MulePreparedCall,
     MuleRunSettings,
     MuleToolDeclaration,
     MuleToolExecutionPart,
+    MuleToolPrepared,
     MuleToolRejection,
     OutputT,
     Ports,
@@ -35,7 +35,6 @@ from mule.promise._types import (
     MulePromiseListener,
     MuleRunInput,
     MuleTool,
-    MuleToolPrepared,
     check_listener,
 )
 
@@ -110,7 +109,7 @@ def _prepare_port(tools: Sequence[MuleTool]) -> PreparePort | None:
         # The core only prepares calls of declared tools (unknown names are its own results).
         prep = cast(object, await by_name[call.name].prepare(call, signal))
         if type(prep) is MuleToolPrepared:
-            return Success(MulePreparedCall(_execution(prep.execute)))
+            return Success(MuleToolPrepared(_execution(prep.execute)))
         # A rejection as it is; anything else is the interpreter's to report.
         return Success(cast(MuleToolRejection, prep))
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
-from typing import Any, ClassVar, Literal, TypeAlias, cast, final
+from typing import Any, TypeAlias, cast, final
 
 from attrs import field, frozen
 
@@ -14,6 +14,7 @@ from mule.effects import (
     MuleEvent,
     MuleRunSettings,
     MuleToolExecutionPart,
+    MuleToolPrepared,
     MuleToolRejection,
     OutputT,
     Replay,
@@ -29,22 +30,9 @@ from mule.pi import (
     UserMessage,
 )
 
-
-@final
-@frozen
-class MuleToolPrepared:
-    """A decoded and authorised call, with its executor (an async iterator of parts).
-
-    Attributes:
-        execute: Runs the call under a signal, yielding execution parts (an async iterator).
-
-    """
-
-    execute: Callable[[AbortSignal], AsyncIterator[MuleToolExecutionPart]]
-    status: ClassVar[Literal["prepared"]] = "prepared"
-
-
-MuleToolPreparation: TypeAlias = MuleToolPrepared | MuleToolRejection
+MuleToolPreparation: TypeAlias = (
+    MuleToolPrepared[AsyncIterator[MuleToolExecutionPart]] | MuleToolRejection
+)
 
 
 @final

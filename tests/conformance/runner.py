@@ -48,8 +48,8 @@ from mule.effects._events import (
 from mule.effects._identity import MuleIdentity
 from mule.effects._tools import (
     MuleCallPreparation,
-    MulePreparedCall,
     MuleToolExecutionPart,
+    MuleToolPrepared,
     MuleToolRejection,
     MuleToolResult,
 )
@@ -400,7 +400,7 @@ async def _run_effects(sc: Scenario, out: MuleRun) -> Result[MuleRunOutcome, Mul
                 async for part in parts:
                     yield Success(part)
 
-        return Success(MulePreparedCall(execute))
+        return Success(MuleToolPrepared(execute))
 
     def declare(spec: dict[str, Any]) -> MuleToolDeclaration:
         return MuleToolDeclaration(
@@ -452,7 +452,7 @@ async def _run_promise(sc: Scenario, out: MuleRun) -> Result[MuleRunOutcome, Mul
     def make_tool(spec: dict[str, Any]) -> PromiseTool:
         async def prepare(
             call: ToolCall, signal: AbortSignal
-        ) -> PromisePrepared | MuleToolRejection:
+        ) -> PromisePrepared[AsyncIterator[MuleToolExecutionPart]] | MuleToolRejection:
             plan = side.plan(call)
             if "prepareRaises" in plan:
                 raise ToolRaised(plan["prepareRaises"])

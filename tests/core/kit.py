@@ -21,10 +21,10 @@ from mule.effects import (
     MuleCallPreparation,
     MuleCompletedTurn,
     MulePortsInput,
-    MulePreparedCall,
     MuleRunOutcome,
     MuleRunSettings,
     MuleToolDeclaration,
+    MuleToolPrepared,
     Ports,
 )
 from mule.effects import run as effects_run
@@ -511,7 +511,7 @@ def tool(
             finally:
                 log.add("closed", call.id)
 
-        return Success(MulePreparedCall(execute))
+        return Success(MuleToolPrepared(execute))
 
     return KitTool(
         descriptor=Tool(name, f"the {name} tool", params if params is not None else ANY_OBJECT),
