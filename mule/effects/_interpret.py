@@ -286,7 +286,7 @@ class Interpreter:
                                 run_id,
                                 turn_id,
                                 message_id,
-                                event._partial,  # type: ignore[union-attr]  # lazy, as it is
+                                event.partial_source,  # type: ignore[union-attr]  # lazy, as it is
                                 event,
                             )
                             try:

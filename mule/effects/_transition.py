@@ -133,8 +133,8 @@ def stream_update(state: RunState, fact: Fact) -> MessageUpdate | None:
         ids = update_ids(state)
         if ids is not None:
             run, turn, message = ids
-            # `_partial`: the lazy snapshot as it is (the `partial` property would build it).
-            return MessageUpdate(run, turn, message, fact._partial, fact)  # type: ignore[union-attr, arg-type]
+            # `partial_source`: the lazy snapshot as it is (`partial` would build the message).
+            return MessageUpdate(run, turn, message, fact.partial_source, fact)  # type: ignore[union-attr, arg-type]
     return None
 
 
@@ -143,7 +143,7 @@ def update_ids(state: RunState) -> tuple[MuleIdentity, MuleIdentity, MuleIdentit
 
     None when a streamed block event is more than a message_update in `state`. The state does
     not change while block events stream, so the interpreter asks once per run of them and
-    makes each `stream_update` itself: `MessageUpdate(run, turn, message, event._partial,
+    makes each `stream_update` itself: `MessageUpdate(run, turn, message, event.partial_source,
     event)`.
     """
     phase = state.phase
