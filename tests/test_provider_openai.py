@@ -573,11 +573,8 @@ async def test_compat_switches_shape_the_body(fake: FakeOpenAI) -> None:
     [
         ("openai", {"reasoning_effort": "medium", "store": False}),
         ("xai", {}),  # grok: no store, no reasoning_effort
-        # Pi detects DeepSeek's non-standard store by URL only, its thinking format by provider.
-        (
-            "deepseek",
-            {"thinking": {"type": "enabled"}, "reasoning_effort": "medium", "store": False},
-        ),
+        # Pi 1.6.0 knows DeepSeek by provider or URL: no store, its own thinking format.
+        ("deepseek", {"thinking": {"type": "enabled"}, "reasoning_effort": "medium"}),
         ("openrouter", {"reasoning": {"effort": "medium"}, "store": False}),
         ("zai", {"enable_thinking": True}),
     ],

@@ -185,7 +185,7 @@ def _assistant(
                 out["content"] = text
             # The first thinking block's signature names the field it came in (llama.cpp).
             signature = thinking[0].thinking_signature
-            if signature:
+            if signature in _REASONING_FIELDS:  # a field name, not some other signature
                 out[signature] = "\n".join(b.thinking for b in thinking)
     elif text:
         out["content"] = text
