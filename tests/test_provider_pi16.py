@@ -282,3 +282,41 @@ async def test_requests_with_history_match_pi(api: str, reasoning: ThinkingLevel
             events = [ev async for ev in stream_simple(model, context, options)]
         assert events[-1].type == "done"
         assert _body(srv.requests[1]) == pi_body
+
+
+_AFFINITY = ("session_id", "x-session-id", "x-client-request-id", "x-session-affinity")
+
+
+@pytest.mark.pi
+@pytest.mark.slow
+@pytest.mark.anyio
+@pytest.mark.parametrize("provider", ["openrouter", "openai"])
+async def test_session_affinity_headers_match_pi(provider: str) -> None:
+    """OpenRouter gets Pi's `x-session-id`; other hosts none by default; bodies agree too."""
+    node = shutil.which("node")
+    if node is None or not PI_AI.is_dir():
+        pytest.skip("node or node/node_modules is missing (run ./dev setup)")
+    async with FakeOpenAI() as fake:
+        model = Model("m", "M", "openai-completions", provider, fake.base_url, max_tokens=100)
+        user = UserMessage("hi", 1)
+        fake.push(chat_text("ok"))
+        case = {
+            "model": to_wire(model),
+            "context": {"messages": [to_wire(user)]},
+            "options": {"apiKey": "k", "maxRetries": 0, "sessionId": "sess-1"},
+        }
+        await anyio.run_process(
+            [node, "--input-type=module", "-e", NODE_SCRIPT, str(PI_AI), json.dumps([case])]
+        )
+        fake.push(chat_text("ok"))
+        options = StreamOptions(api_key="k", max_retries=0, session_id="sess-1")
+        with anyio.fail_after(10):
+            _ = [ev async for ev in stream_simple(model, Context((user,)), options)]
+        pi, mine = fake.requests
+        lowered = [{k.lower(): v for k, v in r["headers"].items()} for r in (pi, mine)]
+        assert [{k: h.get(k) for k in _AFFINITY} for h in lowered] == [
+            {k: lowered[0].get(k) for k in _AFFINITY}
+        ] * 2
+        assert mine["body"] == pi["body"]
+        if provider == "openrouter":
+            assert lowered[1].get("x-session-id") == "sess-1"

@@ -39,6 +39,7 @@ class CompletionsCompat:
     supports_strict_mode: bool = False
     cache_control_format: str | None = None
     send_session_affinity_headers: bool = False
+    session_affinity_format: str = "openai"
     supports_long_cache_retention: bool = True
 
 
@@ -112,7 +113,10 @@ def detect_compat(model: Model) -> CompletionsCompat:
             "anthropic" if provider == "openrouter" and model.id.startswith("anthropic/") else None
         ),
         send_session_affinity_headers=is_openrouter,
-        supports_long_cache_retention=not (is_cf_workers or is_cf_gateway),
+        session_affinity_format="openrouter" if is_openrouter else "openai",
+        supports_long_cache_retention=not (
+            is_together or is_cf_workers or is_cf_gateway or is_nvidia or is_ant_ling
+        ),
     )
 
 
@@ -165,6 +169,11 @@ def get_compat(model: Model) -> CompletionsCompat:
         ),
         send_session_affinity_headers=_flag(
             c, "sendSessionAffinityHeaders", d.send_session_affinity_headers
+        ),
+        session_affinity_format=(
+            affinity
+            if isinstance(affinity := c.get("sessionAffinityFormat"), str)
+            else d.session_affinity_format
         ),
         supports_long_cache_retention=_flag(
             c, "supportsLongCacheRetention", d.supports_long_cache_retention

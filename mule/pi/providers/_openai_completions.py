@@ -366,11 +366,12 @@ def build_headers(model: Model, options: StreamOptions, api_key: str) -> dict[st
     session = None if retention == "none" else options.session_id
     affinity: dict[str, str] = {}
     if session and compat.send_session_affinity_headers:
-        affinity = {
-            "session_id": session,
-            "x-client-request-id": session,
-            "x-session-affinity": session,
-        }
+        if compat.session_affinity_format == "openrouter":
+            affinity = {"x-session-id": session}
+        else:
+            if compat.session_affinity_format == "openai":
+                affinity["session_id"] = session
+            affinity |= {"x-client-request-id": session, "x-session-affinity": session}
     return merge_headers(bearer_auth(model, api_key), model.headers, affinity, options.headers)
 
 
