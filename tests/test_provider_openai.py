@@ -128,7 +128,7 @@ async def test_text_stream_events_usage_and_request(fake: FakeOpenAI) -> None:
     assert sent["stream"] is True
     assert sent["stream_options"] == {"include_usage": True}
     assert sent["store"] is False
-    assert sent["max_completion_tokens"] == 32000  # min(model.max_tokens, 32000)
+    assert sent["max_completion_tokens"] == 64000  # the model's cap (no 32000 cap since 1.x)
     assert fake.requests[-1]["headers"]["authorization"] == "Bearer sk-test"
     assert fake.requests[-1]["path"] == "/v1/chat/completions"
 

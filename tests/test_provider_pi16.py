@@ -257,8 +257,9 @@ async def test_requests_with_history_match_pi(api: str, reasoning: ThinkingLevel
             reasoning=True,
             input=("text", "image"),
             cost=ModelCost(1.0, 2.0, 0.1, 0.2),
-            context_window=100_000,
-            max_tokens=8000,
+            # A cap above what the window leaves: Pi fits max_tokens into the context window.
+            context_window=40_000,
+            max_tokens=64_000,
         )
         context = _history(model)
         srv.push(reply)

@@ -678,7 +678,7 @@ def stream_simple_openai_completions(
     model: Model, context: Context, options: StreamOptions | None = None
 ) -> AssistantMessageEventStream:
     """Pi's `streamSimpleOpenAICompletions`: simple defaults, then the provider stream."""
-    base, effort = simple_options_with_effort(model, options)
+    base, effort = simple_options_with_effort(model, options, context)
     return stream_openai_completions(model, context, base, effort=effort)
 
 
