@@ -166,7 +166,7 @@ def convert_literal(literal: Any, value: Any) -> Any:
 class _Edited:
     """A JSON object copied on its first change, so a pass that changes nothing keeps the value."""
 
-    __slots__ = ("_value", "_out")
+    __slots__ = ("_out", "_value")
 
     def __init__(self, value: dict[str, Any]) -> None:
         self._value = value
