@@ -173,7 +173,7 @@ class _Edited:
         self._out: dict[str, Any] | None = None
 
     def current(self) -> dict[str, Any]:
-        """The object as edited so far (the original while nothing changed)."""
+        """Return the object as edited so far (the original while nothing changed)."""
         return self._value if self._out is None else self._out
 
     def _copy(self) -> dict[str, Any]:
