@@ -179,7 +179,11 @@ async def test_auto_retry_results(fake: FakeOpenAI, dirs: dict[str, str]) -> Non
         fake.push(*[openai_error(500, "boom")] * 3)
         seen.clear()
         r = await b.run("go", on_event=seen.append)
-        assert (r.outcome, r.error, r.attempts) == ("failed", "500 boom", 3)
+        assert (r.outcome, r.attempts) == ("failed", 3)
+        # pi 0.73.1 writes "500 boom"; 1.6.0 adds the body: '500: {"message":"boom",...}'
+        assert r.error is not None
+        assert r.error.startswith("500")
+        assert "boom" in r.error
         assert isinstance(r.message, AssistantMessage)
         assert r.message.stop_reason == "error"
         ends = [e for e in seen if isinstance(e, RunEnd)]

@@ -13,9 +13,11 @@ from mule.pirc._config import default_pi_executable
 HERE = Path(__file__).parent
 PI_CURRENT = default_pi_executable()
 # pi 0.73.1 (node/legacy), the old RPC protocol.
-PI_LEGACY = str(Path(__file__).resolve().parents[2] / "node" / "legacy" / "node_modules" / ".bin" / "pi")
+PI_LEGACY = str(
+    Path(__file__).resolve().parents[2] / "node" / "legacy" / "node_modules" / ".bin" / "pi"
+)
 # Until the bridge speaks 1.6.0's protocol the real-pi tests run against 0.73.1.
-PI = PI_LEGACY
+PI = PI_CURRENT
 KEY_ENV = "MULE_TEST_PI_KEY"
 MODEL = "fake-model"
 
