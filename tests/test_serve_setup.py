@@ -142,8 +142,8 @@ def test_a_missing_or_broken_pi_is_refused_with_the_install_command(tmp_path: Pa
 
 @needs_pi
 def test_the_real_pi_answers_its_version() -> None:
-    """The installed pi passes the start-up check (as `.ci/run` installs it: 0.73.1)."""
-    assert check_pi(PI, "test", dict(os.environ)).version == "0.73.1"
+    """The installed pi passes the start-up check (as `./dev setup` installs it: 1.6.0)."""
+    assert check_pi(PI, "test", dict(os.environ)).version == "1.6.0"
 
 
 def test_main_refuses_to_start_without_pi(

@@ -54,6 +54,7 @@ from mule.pirc._job_commands import JobCommands
 from mule.pirc._job_handle import Job
 from mule.pirc._mapper import EventMapper
 from mule.pirc._process import PiProcess
+from mule.pirc._session_data import Disposition, disposition_of
 from mule.pirc._subscription import Subscribers, Subscription
 
 log = logging.getLogger("mule.pirc")
@@ -298,10 +299,8 @@ class Bridge(JobCommands):
             log.exception("pi stdout: record not handled: %.200r", line)
 
     async def _on_response(self, r: Response) -> None:
-        disposition = r.data.get("disposition") if isinstance(r.data, Mapping) else None
-        if not isinstance(disposition, str):
-            disposition = None
-        elif not self._settles:
+        disposition = disposition_of(r.data)
+        if disposition is not None and not self._settles:
             self._settles = True  # pi >= 0.99 says what it did with a message
             self._open_to_settle()
         if r.id is not None and r.id in self._barriers:
@@ -332,9 +331,12 @@ class Bridge(JobCommands):
         job = self._prompt_jobs.pop(r.id, None) if r.id is not None else None
         if job is not None and r.success and not job.done.is_set():
             self._job = job  # its answer comes just before its run: what follows is its
+            job.disposition = disposition
             await self._feed(job, Accepted(disposition))
 
-    async def _on_queued(self, cid: str, command: str, disposition: str | None = None) -> None:
+    async def _on_queued(
+        self, cid: str, command: str, disposition: Disposition | None = None
+    ) -> None:
         """Decide, in stdout order, which job a queued message went to.
 
         pi took it into the job open when it was sent if that job had not reached its
@@ -356,7 +358,7 @@ class Bridge(JobCommands):
             return
         if command == "prompt":
             fresh = self._job = self._new_job(fresh=True)
-            fresh.prompt_id = cid
+            fresh.prompt_id, fresh.disposition = cid, disposition
             self._queued[cid] = fresh
             await self._feed(fresh, Accepted(disposition))
         else:
