@@ -259,10 +259,13 @@ def record_real_pi(pieces: int, tmp: Path, warm: int = 0) -> Recording:
                     proc.stdin.flush()
                     lines, stamps = [], []
                     cpu = _cpu_seconds(proc.pid)
+                    end = b'{"type":"agent_end"'  # pi >= 1.1 writes agent_settled after it
                     for raw in proc.stdout:
                         stamps.append(time.perf_counter())
                         lines.append(raw)
-                        if raw.startswith(b'{"type":"agent_end"'):
+                        if len(lines) == 1 and b'"disposition"' in raw:
+                            end = b'{"type":"agent_settled"'
+                        if raw.startswith(end):
                             break
                     cpu = _cpu_seconds(proc.pid) - cpu
                 proc.stdin.close()

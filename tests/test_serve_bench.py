@@ -32,7 +32,7 @@ def test_the_real_pi_recording_parses_into_events(tmp_path: Path) -> None:
     assert len(lines) == count
     assert data.endswith(b"\n")
     assert lines[0].startswith(b'{"id":"bench-2","type":"response"')  # the warm-up is not kept
-    assert lines[-1].startswith(b'{"type":"agent_end"')
+    assert lines[-1].startswith((b'{"type":"agent_end"', b'{"type":"agent_settled"'))
     rate, cpu, events = bench.parse_rate(data, count, 1)
     assert rate > 0
     assert cpu > 0
