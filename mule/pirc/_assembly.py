@@ -32,10 +32,11 @@ class DeltaAssembly:
     Attributes:
         builder: The response so far.
         blocks: pi's content index -> the builder's, for every block opened.
+        last_usage: The usage (raw JSON) of the last update applied.
 
     """
 
-    __slots__ = ("_usage", "blocks", "builder")
+    __slots__ = ("blocks", "builder", "last_usage")
 
     def __init__(self, start: AssistantMessage) -> None:
         builder = self.builder = PartialBuilder(
@@ -47,13 +48,14 @@ class DeltaAssembly:
         )
         builder.set_response(response_id=start.response_id, response_model=start.response_model)
         self.blocks: dict[int, int] = {}
-        self._usage: object = None  # the raw usage last applied
+        self.last_usage: object = None  # the raw usage last applied
 
     def usage(self, raw: object) -> None:
         """Apply a `message_update`'s top-level usage (decoded only when it changed)."""
-        if raw is None or raw == self._usage:
+        if raw is None or raw == self.last_usage:
+            self.last_usage = raw
             return
-        self._usage = raw
+        self.last_usage = raw
         with contextlib.suppress(WireError):  # a malformed usage keeps the last one
             self.builder.set_usage(decode(Usage, raw))
 

@@ -32,6 +32,14 @@ from mule.pirc._framing import (
 )
 
 _STRING: Final = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)  # a JSON string's extent
+# pi >= 0.84's streamed delta as pi writes it: the usage so far (an object holding one object,
+# `cost`), then the event, with a delta free of escapes. Anything else is decoded in full.
+_DELTA_LINE: Final = re.compile(
+    rb'\{"type":"message_update","usage":(\{[^{}"]*(?:"[a-zA-Z]+":[^{}"]*)*'
+    rb'"cost":\{[^{}]*\}[^{}]*\}),"assistantMessageEvent":\{"type":"'
+    rb'(text_delta|thinking_delta|toolcall_delta)","contentIndex":(0|[1-9][0-9]{0,8}),'
+    rb'"delta":"([^"\\\x00-\x1f]*)"\}\}'
+)
 _DELTA_END: Final = b'","partial":'
 _HIGH, _HIGH_END, _LOW, _LOW_END = "\ud800", "\udbff", "\udc00", "\udfff"
 _MESSAGE: Final = b'},"message":'
@@ -173,15 +181,22 @@ class LineDecoder:
 
     """
 
-    __slots__ = ("_ref", "grown", "max_depth")
+    __slots__ = ("_ref", "_usage", "_usage_bytes", "grown", "max_depth")
 
     def __init__(self, max_depth: int = DEFAULT_DEPTH) -> None:
         self.max_depth = max_depth
         self.grown = 0
         self._ref: _Ref | None = None
+        self._usage_bytes = b""  # the last delta line's usage, as pi wrote it
+        self._usage: Any = None  # ... and decoded (shared by the records that repeat it)
 
     def decode(self, line: bytes) -> dict[str, Any]:
         """Decode one record as a JSON object, or raise `LineError` (never anything else)."""
+        m = _DELTA_LINE.fullmatch(line)
+        if m is not None:
+            record = self._delta(m)
+            if record is not None:
+                return record
         if self._ref is not None:
             record = self._grow(line, self._ref)
             if record is not None:
@@ -190,11 +205,42 @@ class LineDecoder:
 
     def parse(self, line: bytes, stats: FrameStats | None = None) -> dict[str, Any] | None:
         """Decode one record as `parse_record` does: log, count and return None for a bad one."""
+        m = _DELTA_LINE.fullmatch(line)
+        if m is not None:
+            record = self._delta(m)
+            if record is not None:
+                return record
         if self._ref is not None:
             record = self._grow(line, self._ref)
             if record is not None:
                 return record
         return parse_record(line, stats, decode=self._decode_full)
+
+    def _delta(self, m: re.Match[bytes]) -> dict[str, Any] | None:
+        """Decode a pi >= 0.84 delta line from its parts (as json.loads would), or None.
+
+        pi repeats one usage on line after line: it is decoded when it changes, and the
+        records share that value.
+        """
+        raw = m[1]
+        try:
+            if raw != self._usage_bytes:
+                usage, end = scan_json(raw.decode("utf-8", "surrogatepass"), 0)
+                if end != len(raw):
+                    return None
+                self._usage_bytes, self._usage = raw, usage
+            delta = m[4].decode("utf-8", "surrogatepass")
+        except (StopIteration, ValueError, RecursionError):
+            return None
+        return {
+            "type": "message_update",
+            "usage": self._usage,
+            "assistantMessageEvent": {
+                "type": m[2].decode("ascii"),
+                "contentIndex": int(m[3]),
+                "delta": delta,
+            },
+        }
 
     def _decode_full(self, line: bytes) -> dict[str, Any]:
         if line.startswith(_UPDATE):

@@ -375,7 +375,23 @@ class EventMapper:
             ):
                 kind = ame.get("type")
                 make = _MAKE_DELTA.get(kind)  # type: ignore[arg-type]
-                if type(raw) is dict or isinstance(raw, Mapping):  # pi < 0.84: the partial
+                if raw is None and (stream := self._stream) is not None:  # pi >= 0.84: a delta
+                    usage = data.get("usage")
+                    if usage is not stream.last_usage:  # the decoder shares a repeated one
+                        stream.usage(usage)
+                    if make is not None:
+                        index, delta = ame.get("contentIndex"), ame.get("delta")
+                        if type(index) is not int:
+                            index = _int(ame, "contentIndex")
+                        if type(delta) is not str:
+                            delta = ""
+                        snapshot = stream.append(index, _DELTA_BLOCK[kind], delta)  # type: ignore[index]
+                        return make(run, turn, ident, snapshot, index, delta)
+                    snapshot = stream.apply(ame)
+                    event = _assistant_event(ame, snapshot)
+                    if event is not None:
+                        return [MessageUpdate(run, turn, ident, snapshot, event)]
+                elif type(raw) is dict or isinstance(raw, Mapping):  # pi < 0.84: the partial
                     if make is not None:
                         index, delta = ame.get("contentIndex"), ame.get("delta")
                         if type(index) is not int:
@@ -389,20 +405,6 @@ class EventMapper:
                     event = _assistant_event(ame, partial)
                     if event is not None:
                         return [MessageUpdate(run, turn, ident, partial, event)]
-                elif raw is None and (stream := self._stream) is not None:  # only the delta
-                    stream.usage(data.get("usage"))
-                    if make is not None:
-                        index, delta = ame.get("contentIndex"), ame.get("delta")
-                        if type(index) is not int:
-                            index = _int(ame, "contentIndex")
-                        if not isinstance(delta, str):
-                            delta = ""
-                        snapshot = stream.append(index, _DELTA_BLOCK[kind], delta)  # type: ignore[index]
-                        return make(run, turn, ident, snapshot, index, delta)
-                    snapshot = stream.apply(ame)
-                    event = _assistant_event(ame, snapshot)
-                    if event is not None:
-                        return [MessageUpdate(run, turn, ident, snapshot, event)]
             return [OtherPiEvent(run=run, data=data)]
         run = self._run
         match kind:
