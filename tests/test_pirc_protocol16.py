@@ -22,6 +22,7 @@ from mule.pi import (
     ThinkingContent,
     ToolCall,
     ToolCallStartEvent,
+    UserMessage,
     text_of,
 )
 from mule.pirc import (
@@ -338,3 +339,24 @@ def test_tree_nodes_are_frozen() -> None:
     """Typed answers are values."""
     node = TreeNode(entry={"id": "x"}, children=())
     assert node == TreeNode(entry={"id": "x"}, children=())
+
+
+def test_a_continuation_after_agent_end_adds_its_messages() -> None:
+    """Messages queued too late for the last turn run after `agent_end`: one attempt, all kept."""
+    first, second = (UserMessage("a", timestamp=1),), (UserMessage("b", timestamp=2),)
+    state, _ = step(JobState(), Accepted("started"))
+    for inp in (AgentStarted(), AgentEnded(first, will_retry=False), AgentStarted()):
+        state, _ = step(state, inp)
+    state, _ = step(state, AgentEnded(second, will_retry=False))
+    state, actions = step(state, RunSettled(aborted=False))
+    (fin,) = actions
+    assert isinstance(fin, Finish)
+    assert (fin.messages, fin.attempts) == (first + second, 1)
+    # a retry replaces the failed attempt's messages instead
+    state, _ = step(JobState(), Accepted("started"))
+    for inp in (AgentStarted(), AgentEnded(first, will_retry=True), RetryStarted(), AgentStarted()):
+        state, _ = step(state, inp)
+    state, _ = step(state, AgentEnded(second, will_retry=False))
+    _, (fin,) = step(state, RunSettled(aborted=False))
+    assert isinstance(fin, Finish)
+    assert (fin.messages, fin.attempts) == (second, 2)

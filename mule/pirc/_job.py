@@ -164,6 +164,8 @@ class JobState:
     """Where a job stands; `messages` are those of the latest `agent_end`.
 
     `settles`: pi writes `agent_settled` (>= 1.1), which alone ends the job; no barriers.
+    `continued`: the current attempt is such a pi's continuation after an `agent_end` (queued
+    messages), not a retry: its messages add to the last attempt's.
     """
 
     phase: Phase = "waiting"
@@ -173,6 +175,7 @@ class JobState:
     aborted: bool = False
     retry_error: str | None = None
     settles: bool = False
+    continued: bool = False
 
 
 def outcome_of(
@@ -221,9 +224,15 @@ def step(state: JobState, event: JobInput) -> tuple[JobState, tuple[JobAction, .
             # A prompt handled without an agent run (an extension command) ends at this barrier.
             return _barrier(state, phase) if phase == "waiting" else (state, ())
         case AgentStarted():
-            return evolve(state, phase="running", retry_error=None), ()
+            # A pi that settles goes on after an agent_end with what was queued too late for
+            # its last turn: the same attempt, continued (a retry comes from "retrying").
+            continued = phase == "settling" and state.settles and state.attempts > 0
+            return evolve(state, phase="running", retry_error=None, continued=continued), ()
         case AgentEnded(messages=messages, will_retry=again):
-            settled = evolve(state, messages=messages, attempts=state.attempts + 1)
+            if state.continued:
+                settled = evolve(state, messages=state.messages + messages, continued=False)
+            else:
+                settled = evolve(state, messages=messages, attempts=state.attempts + 1)
             if again is not None or state.settles:
                 return evolve(settled, phase="settling", settles=True), ()
             return _barrier(settled, "settling")
