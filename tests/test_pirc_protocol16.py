@@ -345,7 +345,8 @@ def test_a_continuation_after_agent_end_adds_its_messages() -> None:
     """Messages queued too late for the last turn run after `agent_end`: one attempt, all kept."""
     first, second = (UserMessage("a", timestamp=1),), (UserMessage("b", timestamp=2),)
     state, _ = step(JobState(), Accepted("started"))
-    for inp in (AgentStarted(), AgentEnded(first, will_retry=False), AgentStarted()):
+    inputs: tuple[JobInput, ...] = (AgentStarted(), AgentEnded(first, will_retry=False))
+    for inp in (*inputs, AgentStarted()):
         state, _ = step(state, inp)
     state, _ = step(state, AgentEnded(second, will_retry=False))
     state, actions = step(state, RunSettled(aborted=False))
@@ -354,7 +355,8 @@ def test_a_continuation_after_agent_end_adds_its_messages() -> None:
     assert (fin.messages, fin.attempts) == (first + second, 1)
     # a retry replaces the failed attempt's messages instead
     state, _ = step(JobState(), Accepted("started"))
-    for inp in (AgentStarted(), AgentEnded(first, will_retry=True), RetryStarted(), AgentStarted()):
+    inputs = (AgentStarted(), AgentEnded(first, will_retry=True), RetryStarted(), AgentStarted())
+    for inp in inputs:
         state, _ = step(state, inp)
     state, _ = step(state, AgentEnded(second, will_retry=False))
     _, (fin,) = step(state, RunSettled(aborted=False))
