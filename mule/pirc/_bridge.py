@@ -314,7 +314,12 @@ class Bridge(JobCommands):
             # Read in stdout order: pi answered while this job was (for all it wrote) in its
             # backoff, so the backoff's end, cancelled or not, is on its way.
             job = self._job
-            in_backoff = job is not None and job.state.phase == "retrying"
+            state = job.state if job is not None else None
+            in_backoff = state is not None and (
+                state.phase == "retrying"
+                # pi >= 1.1 ended it already ("Retry cancelled"): its agent_settled follows
+                or (state.settles and state.phase == "settling" and state.retry_error is not None)
+            )
             self._retry_aborts[r.id] = job if in_backoff else None
         if r.id is not None and r.id in self._stale_prompts:
             # A prompt answered after its caller gave up: its run is nobody's job but its own.

@@ -108,6 +108,7 @@ class Pi:
         self.follow_ups: list[str] = []
         self.in_attempt = False  # between agent_start and agent_end
         self.aborted = False  # the run was aborted (1.6.0: agent_settled says so)
+        self.cancel_told = False  # 1.6.0's abort_retry wrote the backoff's end already
 
     def queue_update(self) -> None:
         out({"type": "queue_update", "steering": self.steering, "followUp": self.follow_ups})
@@ -199,6 +200,16 @@ class Pi:
         self.aborted = False
         try:
             await self.attempts(text)
+            while V16 and not self.aborted:
+                # pi's before-settle boundary (extension hooks) takes a moment; then it runs
+                # what was queued meanwhile, or settles
+                await asyncio.sleep(RNG.choice((0.005, 0.01)))
+                if not (self.steering or self.follow_ups) or self.aborted:
+                    break
+                queue = self.steering if self.steering else self.follow_ups
+                texts, queue[:] = queue[:1], queue[1:]
+                self.queue_update()
+                await self.attempt(texts, False)
         finally:
             if V16:
                 self.streaming = False
@@ -242,6 +253,9 @@ class Pi:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(asyncio.shield(wait), RNG.choice((0.002, 0.01, 0.03)))
             self.retry_wait = None
+            if wait.done() and self.cancel_told:
+                self.cancel_told = False
+                return
             if wait.done():  # abort_retry / abort during the backoff
                 out(
                     {
@@ -304,6 +318,16 @@ class Pi:
         elif kind == "abort_retry":
             if self.retry_wait is not None and not self.retry_wait.done():
                 self.retry_wait.set_result(True)
+                if V16:  # pi 1.6.0 writes the backoff's end, then the answer, then settles
+                    self.cancel_told = True
+                    out(
+                        {
+                            "type": "auto_retry_end",
+                            "success": False,
+                            "attempt": 1,
+                            "finalError": "Retry cancelled",
+                        }
+                    )
             respond(cid, "abort_retry")
         elif kind == "get_state":
             respond(cid, "get_state", data={"isStreaming": self.streaming})
