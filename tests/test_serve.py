@@ -30,6 +30,7 @@ from mule.pirc import (
     AgentSettled,
     BashExecutionUpdate,
     BridgeConfig,
+    BridgeEvent,
     EntryAppended,
     ExtensionUIRequest,
     SummarizationRetryAttemptStart,
@@ -263,7 +264,7 @@ def test_bridge_events_have_a_camel_case_json_form() -> None:
 
 def test_every_pass_through_event_has_a_json_form() -> None:
     """Pi 1.6.0's new events encode too (typed, camelCase), whether forwarded or not."""
-    events = [
+    events: list[BridgeEvent] = [
         AgentSettled(run=RUN, aborted=True),
         EntryAppended(run=None, entry={"type": "context_edit", "id": "e1"}),
         BashExecutionUpdate(run=None, id="b1", delta="out\n"),
