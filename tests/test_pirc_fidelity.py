@@ -22,9 +22,13 @@ from mule.pi import ToolCall, from_wire, stringify, to_wire
 from mule.pirc import EventMapper
 from mule.pirc._mapper import WirePartial, decode_message
 from mule.testing.fake_openai import FakeOpenAI, chat_stream, chat_text, tool_call
-from tests.pirc.helpers import HERE, config, make_home, pi_available
+from tests.pirc.helpers import HERE, PI_LEGACY, both_pis, config, make_home, pi_available
 
-RECORDED = sorted((HERE / "recorded").glob("*.jsonl"))
+# pi 0.73.1's recordings, then pi 1.6.0's (recorded/pi-1.6.0)
+RECORDED = sorted((HERE / "recorded").rglob("*.jsonl"))
+# mule.pi's model lacks pi 1.6.0's new message fields (durationMs, thinkingLevel, system
+# messages, ...) until the pi-model branch lands; strict: this fails once they are there.
+NEEDS_MODEL = pytest.mark.xfail(strict=True, reason="mule.pi lacks pi 1.6.0's message fields")
 
 
 def messages_of(rec: dict[str, Any]) -> Iterator[tuple[bool, Any]]:
@@ -37,6 +41,12 @@ def messages_of(rec: dict[str, Any]) -> Iterator[tuple[bool, Any]]:
     ame = rec.get("assistantMessageEvent")
     if isinstance(ame, dict) and isinstance(ame.get("partial"), dict):
         yield True, ame["partial"]
+    data = rec.get("data") if rec.get("type") == "response" else None
+    if isinstance(data, dict):  # get_messages, and get_entries' message entries
+        yield from ((False, m) for m in data.get("messages") or () if "role" in m)
+        for entry in data.get("entries") or ():
+            if isinstance(entry.get("message"), dict):
+                yield False, entry["message"]
 
 
 def check_lines(lines: list[bytes]) -> tuple[int, int]:
@@ -54,7 +64,11 @@ def check_lines(lines: list[bytes]) -> tuple[int, int]:
     return count, partial_calls
 
 
-@pytest.mark.parametrize("path", RECORDED, ids=[p.stem for p in RECORDED])
+@pytest.mark.parametrize(
+    "path",
+    [pytest.param(p, marks=NEEDS_MODEL) if p.parent.name == "pi-1.6.0" else p for p in RECORDED],
+    ids=[str(p.relative_to(HERE / "recorded")) for p in RECORDED],
+)
 def test_recorded_pi_messages_reserialise_byte_identically(path: Path) -> None:
     """Every message in real pi output, partials included, writes back as pi's bytes."""
     count, _ = check_lines(path.read_bytes().splitlines())
@@ -106,13 +120,22 @@ def test_tool_end_events_carry_the_arguments_of_their_start() -> None:
 @pytest.mark.slow
 @pytest.mark.pi
 @pytest.mark.skipif(not pi_available(), reason="pi CLI not installed")
-def test_fresh_real_pi_output_reserialises_byte_identically(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "pi",
+    [
+        pytest.param(p.values[0], marks=(*p.marks, NEEDS_MODEL), id=p.id)
+        if p.id == "pi-1.6.0"
+        else p
+        for p in both_pis()
+    ],
+)
+def test_fresh_real_pi_output_reserialises_byte_identically(tmp_path: Path, pi: str) -> None:
     """Generate pi output now (a tool call streamed in pieces, then text) and check every line."""
     args = {"path": ".", "deep": {"n": 1, "x": [0, 1.5, "é\u2028"]}}
     script = [chat_stream(calls=[tool_call("c1", "ls", args, pieces=6)]), chat_text("ok", pieces=3)]
     with FakeOpenAI(script) as fake:
         dirs = make_home(tmp_path, fake.base_url)
-        cfg = config(dirs, tools=("ls",))
+        cfg = config(dirs, tools=("ls",), executable=pi)
         with subprocess.Popen(
             cfg.argv(),
             stdin=subprocess.PIPE,
@@ -135,4 +158,5 @@ def test_fresh_real_pi_output_reserialises_byte_identically(tmp_path: Path) -> N
                 proc.wait(timeout=20)
     count, partial_calls = check_lines(lines)
     assert count > 10
-    assert partial_calls > 0
+    if pi == PI_LEGACY:  # pi >= 0.84 writes no partial messages
+        assert partial_calls > 0
