@@ -10,7 +10,7 @@ from pathlib import Path
 import anyio
 
 import mule
-from mule.pi import Model, UserMessage, text_of
+from mule.pi import Model, UserMessage
 from mule.pi.scripted import Call, ScriptedModel, reply
 from mule.tools import Workspace, coding_tools
 
@@ -47,7 +47,7 @@ async def main() -> None:
             ),
             show,
         )
-        print(outcome.status, "-", text_of(outcome.message))
+        print(outcome.status, "-", outcome.text)
 
 
 if __name__ == "__main__":

@@ -247,7 +247,9 @@ class LoopModel:
             and self.attempt - 1 < policy.max_retries
             and retryable(final.error_message, policy)
         ):
-            self.backoff = policy.base_delay_ms * 2 ** (self.attempt - 1)
+            self.backoff = min(
+                policy.base_delay_ms * 2 ** (self.attempt - 1), policy.max_agent_delay_ms
+            )
             self.expect = ("retry_after",) if self.s.retry_after else ("sleep", self.backoff)
             return
         self.context.append(final)
@@ -268,7 +270,8 @@ class LoopModel:
         delay = self.backoff
         if ms is not None and ms == ms and ms != float("inf") and ms >= 0:
             delay = max(delay, ms)
-        self.expect = ("sleep", delay)
+        assert self.s.retry is not None
+        self.expect = ("sleep", min(delay, self.s.retry.max_agent_delay_ms))
 
     def slept(self) -> None:
         """End the backoff: the next attempt of the same turn."""

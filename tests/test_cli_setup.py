@@ -215,15 +215,15 @@ def test_a_404_from_a_custom_server_suggests_api_and_the_suggestion_works(
 def test_a_tool_argument_error_shows_pis_own_text(
     fake: FakeOpenAI, project: Path, env: dict[str, str]
 ) -> None:
-    """A call missing `path` shows pi-ai 0.73.1's words, the same text the model is sent.
+    """A call missing `path` shows pi-ai 1.6.0's words, the same text the model is sent.
 
-    Pi validates with TypeBox, whose text is `must have required properties path`.
+    Pi validates with pi-schema, whose text is `path: missing`.
     """
     fake.push(chat_stream(calls=[tool_call("c1", "read", {})]))
     fake.push(chat_text("Sorry."))
     done = mule(run_args(fake, "read it"), env, project)
     assert done.returncode == 0, done.stderr
     assert '  Validation failed for tool "read":' in done.stderr.splitlines()
-    assert "    - path: must have required properties path" in done.stderr.splitlines()
+    assert "    - path: missing" in done.stderr.splitlines()
     sent = fake.requests[1]["body"]["messages"][-1]["content"]
-    assert "  - path: must have required properties path" in json.dumps(sent)
+    assert "  - path: missing" in json.dumps(sent)

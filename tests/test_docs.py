@@ -25,7 +25,7 @@ def page_script(page: Path) -> str:
 
 def test_every_guide_has_examples() -> None:
     names = {p.stem for p in GUIDES}
-    assert {"quickstart", "streaming", "tools", "conversations", "output"} <= names
+    assert {"quickstart", "streaming", "tools", "conversations", "output", "models"} <= names
     for page in GUIDES:
         assert page_script(page).strip(), f"{page.name} has no python example"
 
@@ -33,10 +33,23 @@ def test_every_guide_has_examples() -> None:
 _EXPECTED = {
     "quickstart": ["It has 3 words.", "completed 3 new messages"],
     "streaming": ["Mules are sure-footed.\ncompleted"],
-    "tools": ["progress: mules: reading", "progress: mules: indexing"],
+    "tools": [
+        '[{"unit": "ft", "value": 12.5, "at": "2026-01-02T03:04:00"}]',
+        "progress: mules: reading",
+        "progress: mules: indexing",
+    ],
     "conversations": [],
     "durable": ["completed\n['user', 'assistant', 'toolResult', 'assistant']\ncompleted"],
-    "output": ["City(name='Paris', population=2100000)", "City(name='Rome', population=2800000)"],
+    "output": [
+        "City(name='Paris', population=2100000)",
+        "Rome.",
+        "City(name='Rome', population=2800000)",
+    ],
+    "models": [
+        "Hi, from the Responses API.\nHi, from llama3.2.\nBearer none\nBearer sk-local-secret\n"
+        "anthropic: Hi, from Claude.\ngoogle: Hi, from Gemini.\n"
+        "sk-ant-from-your-shell\ngemini-key-from-your-shell\n"
+    ],
 }
 
 

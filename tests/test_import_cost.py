@@ -6,9 +6,11 @@ import json
 import subprocess
 import sys
 
-# Loaded on first use: jsonschema with the first tool schema compiled, package metadata with
-# `mule.__version__`, cattrs with the codecs, docstring_parser with the first `@mule.tool`.
-LAZY = ("jsonschema", "referencing", "importlib.metadata", "cattrs", "docstring_parser")
+# Loaded on first use: package metadata with `mule.__version__`, cattrs with the codecs,
+# docstring_parser with the first `@mule.tool`.
+LAZY = ("importlib.metadata", "cattrs", "docstring_parser")
+# Never loaded by a run: the tool gate is mule's own (referencing only types a host's registry).
+NEVER = ("jsonschema", "referencing")
 # Imported inside the functions that need them (`run_future`, `run_sync` from a running loop).
 NOT_AT_IMPORT = ("returns.future", "anyio.from_thread", "mule.pi._codec", "mule.effects._codec")
 
@@ -41,16 +43,17 @@ def _modules_after(code: str) -> set[str]:
 def test_import_mule_leaves_out_what_a_run_may_not_need() -> None:
     """Neither jsonschema, cattrs, the codecs nor importlib.metadata comes with `import mule`."""
     loaded = _modules_after("import mule")
-    assert [name for name in LAZY + NOT_AT_IMPORT if name in loaded] == []
+    assert [name for name in LAZY + NEVER + NOT_AT_IMPORT if name in loaded] == []
 
 
 def test_they_load_when_first_used() -> None:
-    """A tool's validator brings jsonschema, the codec cattrs, `@mule.tool` docstring_parser."""
+    """The codec brings cattrs, `@mule.tool` docstring_parser; a tool's validator no jsonschema."""
     loaded = _modules_after(_FIRST_USES)
     assert [name for name in LAZY if name not in loaded] == []
+    assert [name for name in NEVER if name in loaded] == []
 
 
 def test_the_cli_leaves_them_out_too() -> None:
     """Every `mule` command imports mule.cli: `--version` reads the metadata only when asked."""
     loaded = _modules_after("import mule.cli\nmule.cli.build_parser()")
-    assert [name for name in LAZY + NOT_AT_IMPORT if name in loaded] == []
+    assert [name for name in LAZY + NEVER + NOT_AT_IMPORT if name in loaded] == []

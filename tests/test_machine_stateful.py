@@ -216,6 +216,7 @@ def setups(draw: st.DrawFn) -> Setup:
             max_retries=draw(st.integers(0, 2)),
             base_delay_ms=draw(st.sampled_from([1.0, 10.0, 250.0])),
             non_retryable_overrides=draw(st.sampled_from([(), ("quota",)])),
+            max_agent_delay_ms=draw(st.sampled_from([60_000.0, 5.0])),
         )
     return Setup(
         tools=tools,

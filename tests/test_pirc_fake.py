@@ -118,6 +118,28 @@ async def test_early_exit_is_a_typed_failure_with_stderr() -> None:
 
 
 @pytest.mark.anyio
+async def test_a_write_racing_pis_exit_reports_the_exit_not_the_broken_pipe() -> None:
+    """A write that finds pi's stdin closed reports pi's exit, not "cannot write to pi".
+
+    pi closed its stdin and is exiting (a Node it cannot run on): ProcessExited carries pi's exit
+    code and stderr.
+    """
+    b = Bridge(cfg("nostart"))
+    async with b:
+        for _ in range(3000):  # a bounded poll: stdin is closed once stderr has spoken
+            if b.stats.stderr_lines:
+                break
+            await anyio.sleep(0.01)
+        assert b.stats.stderr_lines
+        with pytest.raises(ProcessExited) as info:
+            await b.prompt("hi")
+        assert "cannot write" not in str(info.value)
+        assert "enableCompileCache" in str(info.value)
+        assert info.value.returncode == 1
+    assert_reaped(b.pid)
+
+
+@pytest.mark.anyio
 async def test_missing_executable_is_process_exited() -> None:
     """A pi that cannot be started raises ProcessExited from start()."""
     with pytest.raises(ProcessExited, match="could not start pi"):

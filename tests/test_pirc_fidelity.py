@@ -8,6 +8,7 @@ events carry the arguments of their call's start.
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -136,8 +137,9 @@ def test_fresh_real_pi_output_reserialises_byte_identically(tmp_path: Path, pi: 
     with FakeOpenAI(script) as fake:
         dirs = make_home(tmp_path, fake.base_url)
         cfg = config(dirs, tools=("ls",), executable=pi)
+        prompts = cfg.write_prompts()
         with subprocess.Popen(
-            cfg.argv(),
+            cfg.argv(prompts),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             env=cfg.child_env(),
@@ -156,6 +158,8 @@ def test_fresh_real_pi_output_reserialises_byte_identically(tmp_path: Path, pi: 
             finally:
                 proc.stdin.close()
                 proc.wait(timeout=20)
+                if prompts is not None:
+                    shutil.rmtree(prompts)
     count, partial_calls = check_lines(lines)
     assert count > 10
     if pi == PI_LEGACY:  # pi >= 0.84 writes no partial messages

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import time
 from pathlib import Path
@@ -147,21 +148,70 @@ async def test_signals_never_reach_a_reaped_pid(monkeypatch: pytest.MonkeyPatch)
         {"tools": ("read", "--no-tools")},
         {"tools": ("read,bash",)},
         {"extensions": ("-x.ts",)},
-        {"system_prompt": "--extension=/tmp/evil.ts"},
-        {"append_system_prompt": ("-e", "x")},
+        {"skills": ("--skill=/tmp",)},
         {"model": ""},
+        {"model": "m\x00"},
+        {"tools": ("read\ud800",)},
+        {"system_prompt": "hi \ud800"},
+        {"append_system_prompt": ("ok", "\udfff")},
     ],
 )
 def test_argv_values_that_look_like_options_are_refused(override: dict[str, Any]) -> None:
-    """Per-job overrides reach pi's argv: a flag-like value is a ConfigError (a ValueError)."""
+    """Per-job overrides reach pi's argv: a flag-like or unencodable value is a ConfigError."""
     with pytest.raises(ConfigError):
         cfg("ok", **override)
-    with pytest.raises(ValueError, match=r"option|non-empty|tool name"):
+    with pytest.raises(ValueError, match=r"option|non-empty|tool name|NUL|surrogate"):
         cfg("ok", **override)
 
 
-def test_text_that_starts_with_a_dash_is_still_text() -> None:
-    """A system prompt such as "- be terse" is not an option; extra_args are options."""
-    c = cfg("ok", system_prompt="- be terse", extra_args=("--verbose",), tools=("read",))
-    assert "- be terse" in c.argv()
-    assert c.argv()[-1] == "--verbose"
+def test_prompt_texts_reach_pi_through_private_files_never_as_argv_words(
+    tmp_path: Path,
+) -> None:
+    """A prompt text, flag-like or naming a file, is passed as a file of exactly that text.
+
+    pi reads a `--system-prompt` value naming an existing file as that file: the text itself
+    must never be the value. extra_args stay options; an empty text is pi's own prompt.
+    """
+    secret = tmp_path / "secret.txt"
+    secret.write_text("SECRET")
+    texts = ("--extension=/tmp/evil.ts", str(secret), "- be terse\r\n", "")
+    c = cfg(
+        "ok",
+        system_prompt=str(secret),
+        append_system_prompt=texts,
+        extra_args=("--verbose",),
+        tools=("read",),
+    )
+    with pytest.raises(ValueError, match="prompt_dir"):
+        c.argv()
+    prompt_dir = c.write_prompts()
+    assert prompt_dir is not None
+    try:
+        argv = c.argv(prompt_dir)
+        assert argv[-1] == "--verbose"
+        assert str(secret) not in argv
+        values = [argv[i + 1] for i, a in enumerate(argv) if a.endswith("system-prompt")]
+        assert len(values) == 5
+        assert values[-1] == ""  # empty: not a file, pi keeps its own
+        for value, text in zip(values[:-1], (str(secret), *texts[:-1]), strict=True):
+            path = Path(value)
+            assert path.parent == Path(prompt_dir)
+            assert path.read_bytes() == text.encode()
+            assert path.stat().st_mode & 0o777 == 0o600
+        assert Path(prompt_dir).stat().st_mode & 0o777 == 0o700
+    finally:
+        shutil.rmtree(prompt_dir)
+    skills = cfg("ok", skills=("/srv/skills/a", "b")).argv()
+    assert skills[skills.index("--skill") :][:4] == ["--skill", "/srv/skills/a", "--skill", "b"]
+    assert cfg("ok").write_prompts() is None
+    assert cfg("ok", system_prompt="").write_prompts() is None
+
+
+@pytest.mark.anyio
+async def test_the_bridge_removes_its_prompt_files_once_pi_is_gone() -> None:
+    """The prompt pi reads is the bridge's private file, and the file goes with the bridge."""
+    async with Bridge(cfg("ok", system_prompt="be kind")) as b:
+        argv = (await b.get_state())["argv"]
+        path = anyio.Path(argv[argv.index("--system-prompt") + 1])
+        assert await path.read_text() == "be kind"
+    assert not await path.parent.exists()

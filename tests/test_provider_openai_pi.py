@@ -27,7 +27,9 @@ from mule.testing.fake_openai import (
     tool_call,
 )
 
-PI_AI = Path(__file__).parent.parent / "node" / "legacy" / "node_modules" / "@mariozechner" / "pi-ai"
+PI_AI = (
+    Path(__file__).parent.parent / "node" / "legacy" / "node_modules" / "@mariozechner" / "pi-ai"
+)
 
 # Streams every case through pi-ai's streamSimple and prints one JSON line per case.
 NODE_SCRIPT = """

@@ -1,13 +1,19 @@
-"""Retry classification and backoff, against Pi's `retry.ts` families."""
+"""Retry classification and backoff, against pi-ai 1.6.0's `retryAssistantCall` classifier."""
 
 from __future__ import annotations
 
+import ast
+import json
 import re
+import shutil
+import subprocess
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import attrs
 import pytest
-from hypothesis import given
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mule.pi._messages import ZERO_USAGE, AssistantMessage, StopReason
@@ -118,10 +124,22 @@ def test_other_errors_are_not_retryable(text: str) -> None:
     assert not is_retryable_assistant_error(failed(text))
 
 
-def test_bare_status_numbers_match_anywhere() -> None:
-    """Pi's quirk is kept: a token count containing 500 reads as a server error."""
-    assert is_retryable_assistant_error(failed("prompt has 15000 tokens, limit 8192"))
-    assert is_retryable_assistant_error(failed("id req_4290"))
+@pytest.mark.parametrize(
+    ("text", "retryable"),
+    [
+        ("prompt has 15000 tokens, limit 8192", False),
+        ("id req_5002", False),
+        ("id req_4290", False),
+        ("HTTP429", False),
+        ("status=429;", True),
+        ("(503)", True),
+        ("error 520: unknown", True),
+        ("timeout_5000ms", True),  # the word, not the number
+    ],
+)
+def test_status_codes_match_only_as_whole_tokens(text: str, retryable: bool) -> None:
+    """1.6.0 reads a status code only when no letter or digit touches it (#11057)."""
+    assert is_retryable_assistant_error(failed(text)) is retryable
 
 
 @pytest.mark.parametrize("stop", ["stop", "length", "toolUse", "aborted"])
@@ -155,46 +173,208 @@ def test_invalid_override_fails_at_construction() -> None:
 
 
 def test_defaults_and_backoff() -> None:
-    """The coding-agent defaults wait 2 s, 4 s, 8 s; the policy is frozen."""
+    """The coding-agent defaults wait 2 s, 4 s, 8 s, never over 60 s; the policy is frozen."""
     assert RetryPolicy(True, 3, 2000) == PI_CODING_AGENT_RETRY_DEFAULTS
-    assert [retry_delay_ms(PI_CODING_AGENT_RETRY_DEFAULTS, k) for k in (1, 2, 3)] == [
+    assert PI_CODING_AGENT_RETRY_DEFAULTS.max_agent_delay_ms == 60_000
+    assert [retry_delay_ms(PI_CODING_AGENT_RETRY_DEFAULTS, k) for k in (1, 2, 3, 5, 6, 2000)] == [
         2000,
         4000,
         8000,
+        32000,
+        60000,
+        60000,
     ]
     assert retry_delay_ms(RetryPolicy(True, 3, 0.5), 2) == 1.0
+    assert retry_delay_ms(RetryPolicy(True, 3, 100, max_agent_delay_ms=250), 3) == 250
     with pytest.raises(ValueError, match="start at 1"):
         retry_delay_ms(PI_CODING_AGENT_RETRY_DEFAULTS, 0)
     with pytest.raises(attrs.exceptions.FrozenInstanceError):
         PI_CODING_AGENT_RETRY_DEFAULTS.max_retries = 5  # type: ignore[misc]
 
 
-WORDS = st.sampled_from(
-    ["429", "5", "00", "billing", "timed", " out", "rate", "-", "limit", "x", " "]
-)
+# --- Differential: pi-ai 1.6.0's isRetryableAssistantError and retryDelayMs in Node ---
 
-
-@given(st.text(max_size=40) | st.lists(WORDS, max_size=6).map("".join))
-def test_classifier_agrees_with_the_pattern_lists(text: str) -> None:
-    """On arbitrary text the classifier is 'no limit pattern and some retryable pattern'."""
-
-    def hit(patterns: tuple[str, ...]) -> bool:
-        return any(re.search(p, text, re.IGNORECASE) for p in patterns)
-
-    expected = bool(text) and not hit(_NON_RETRYABLE_PATTERNS) and hit(_RETRYABLE_PATTERNS)
-    assert is_retryable_assistant_error(failed(text)) == expected
-
-
+REPO = Path(__file__).resolve().parent.parent
+PI_AI = REPO / "node/node_modules/@earendil-works/pi-ai/dist/utils/retry.js"
 PI_AGENT_SESSION = (
-    Path(__file__).parent.parent
-    / "node/legacy/node_modules/@mariozechner/pi-coding-agent/dist/core/agent-session.js"
+    REPO / "node/node_modules/@earendil-works/pi-coding-agent/dist/core/agent-session.js"
 )
+NODE_SCRIPT = REPO / "tests/node/retry.mjs"
+
+
+class PiRetry:
+    """A long-lived Node process answering pi-ai 1.6.0's retry questions, one JSON line each."""
+
+    def __init__(self) -> None:
+        node = shutil.which("node")
+        assert node is not None, "node is required for the pi differential tests"
+        self._proc = subprocess.Popen(
+            [node, str(NODE_SCRIPT)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            encoding="utf-8",
+            cwd=REPO,
+        )
+
+    def ask(self, case: dict[str, Any]) -> Any:
+        """Return Node's answer to one case."""
+        assert self._proc.stdin is not None
+        assert self._proc.stdout is not None
+        self._proc.stdin.write(json.dumps(case) + "\n")
+        self._proc.stdin.flush()
+        return json.loads(self._proc.stdout.readline())["result"]
+
+    def close(self) -> None:
+        """Stop the Node process."""
+        assert self._proc.stdin is not None
+        assert self._proc.stdout is not None
+        self._proc.stdin.close()
+        self._proc.wait(timeout=10)
+        self._proc.stdout.close()
+
+
+@pytest.fixture(scope="module")
+def pi() -> Iterator[PiRetry]:
+    """Start one Node process for the module."""
+    if not PI_AI.exists():
+        pytest.skip("node/node_modules is missing (run ./dev setup)")
+    runner = PiRetry()
+    yield runner
+    runner.close()
+
+
+# Error texts as providers, gateways and transports write them (status lines, JSON bodies, SDK
+# and Node errors), and near misses.
+PROVIDER_TEXTS = [
+    *RETRYABLE,
+    *NON_RETRYABLE,
+    '500: {"type":"error","error":{"type":"api_error","message":"Internal server error"}}',
+    '529 {"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}',
+    '{"type":"error","error":{"type":"api_error","message":"Connection closed."}}',
+    "429 You exceeded your current quota, please check your plan and billing details.",
+    '429 {"error":{"code":"1308","message":"Usage limit reached for 5 hour"}}',
+    '429 {"error":{"code":1308,"message":"limit"}}',
+    '{"code": 13080}',
+    "520: Web server is returning an unknown error",
+    "The model is at capacity. Please try again later.",
+    "Servers are currently busy",
+    "We are currently experiencing high demand",
+    "server_busy",
+    "The service is temporarily unavailable",
+    "The upstream provider returned an error",
+    "upstream request failed",
+    "upstream_stream_read_error",
+    "Unable to forward upstream response",
+    "stream was interrupted",
+    "HTTP/2 stream failed",
+    "read ECONNRESET",
+    "write EPIPE",
+    "connect ETIMEDOUT 1.2.3.4:443",
+    "MY_ECONNRESET_FLAG",
+    "ECONNRESETS",
+    "request to https://oauth2.googleapis.com/token failed, reason: ",
+    "Connection reset by peer",
+    "Responses websocket connection limit reached",
+    "websocket_connection_limit_reached",
+    "stream disconnected before completion: stream closed before response.completed",
+    "Claude Code's stream from Anthropic was cut short after the reply had begun",
+    "ERR_HTTP2_STREAM_CANCEL: The pending stream has been canceled",
+    "subscription_sharing_usage_limit_exceeded",
+    "subscription_sharing_usage_unavailable",
+    "subscription_sharing_user_unavailable",
+    "400 invalid_request_error: max_tokens: 15000 > 8192",
+    "req_5002: bad request",
+    "Invalid API key",
+    "401 Unauthorized",
+    "404 model not found",
+    "prompt is too long: 200500 tokens > 200000 maximum",
+    "rate\rlimit",
+    "rate\u2028limit",
+    "rate limit",
+    "\u017fervice unavailable",
+    "RATE\u212aLIMIT",
+    "rate\U0001f600limit",
+    "connection\U0001f600closed",
+    "timed\xa0out",
+    "request to\x1cx failed, reason:",
+    "request to \ufeff failed, reason:",
+]
+
+
+@pytest.mark.pi
+@pytest.mark.parametrize("text", PROVIDER_TEXTS)
+def test_classifier_matches_pi_on_provider_texts(pi: PiRetry, text: str) -> None:
+    """Each provider text gets 1.6.0's verdict."""
+    assert is_retryable_assistant_error(failed(text)) is pi.ask({"text": text})
+
+
+FRAGMENTS = st.sampled_from(
+    [
+        *("429", "500", "5", "00", "520", "_", "-", "x", "0", " ", ".", ":", '"', "\n", "\r"),
+        *("\u2028", "\xa0", "\ufeff", "\x1c", "\u017f", "\u212a", "\U0001f600", "\ud800"),
+        *("billing", "quota", "timed", " out", "rate", "limit", "ECONNRESET", "EPIPE", "code"),
+        *("1308", "connection", "closed", "request to ", "failed, reason:", "service", "is"),
+        *("temporarily", "unavailable", "websocket", "ResourceExhausted", "HTTP/2 stream failed"),
+    ]
+)
+
+
+@pytest.mark.pi
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.text(max_size=40) | st.lists(FRAGMENTS, max_size=8).map("".join))
+def test_classifier_matches_pi_on_generated_texts(pi: PiRetry, text: str) -> None:
+    """On generated text (fragments of the families, separators, odd Unicode) the verdicts agree."""
+    assert is_retryable_assistant_error(failed(text)) is (bool(text) and pi.ask({"text": text}))
+
+
+@pytest.mark.pi
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    base=st.sampled_from([0, 1, 2, 10, 250, 2000, 10**9]),
+    cap=st.sampled_from([None, 0, 1, 5000, 60_000]),
+    attempt=st.integers(1, 80),
+)
+def test_backoff_matches_pi(pi: PiRetry, base: int, cap: int | None, attempt: int) -> None:
+    """The capped exponential backoff equals retryDelayMs for integral bases."""
+    policy = RetryPolicy(True, 3, base)
+    if cap is not None:
+        policy = attrs.evolve(policy, max_agent_delay_ms=cap)
+    case: dict[str, Any] = {"base": base, "attempt": attempt}
+    if cap is not None:
+        case["cap"] = cap
+    assert retry_delay_ms(policy, attempt) == pi.ask(case)
+
+
+@pytest.mark.pi
+def test_defaults_are_the_coding_agents(pi: PiRetry) -> None:
+    """PI_CODING_AGENT_RETRY_DEFAULTS are pi-coding-agent 1.6.0's retry settings defaults."""
+    settings_ = pi.ask({"settings": True})
+    ours = PI_CODING_AGENT_RETRY_DEFAULTS
+    assert (ours.enabled, ours.max_retries, ours.base_delay_ms, ours.max_agent_delay_ms) == (
+        settings_["enabled"],
+        settings_["maxRetries"],
+        settings_["baseDelayMs"],
+        settings_["maxAgentDelayMs"],
+    )
+
+
+def _js_pattern_lists(source: str) -> list[list[str]]:
+    """Return the string lists passed to each `buildProviderErrorPattern([...])` in retry.js."""
+    lists = []
+    for block in re.findall(r"buildProviderErrorPattern\(\[(.*?)\]\);", source, re.DOTALL):
+        lines = (line.strip() for line in block.splitlines())
+        lists.append(
+            [ast.literal_eval(line.rstrip(",")) for line in lines if line.startswith(('"', "'"))]
+        )
+    return lists
 
 
 @pytest.mark.skipif(not PI_AGENT_SESSION.exists(), reason="pi-coding-agent not installed")
-def test_every_pi_0731_coding_agent_family_is_still_retryable() -> None:
-    """Each alternative of coding-agent 0.73.1's retry regex is in mule's retryable list."""
-    source = PI_AGENT_SESSION.read_text()
-    match = re.search(r"return /(overloaded\|[^/]+)/i\.test\(err\)", source)
-    assert match is not None, "the 0.73.1 retry regex moved"
-    assert set(match[1].split("|")) <= set(_RETRYABLE_PATTERNS)
+def test_families_are_pi_16_coding_agents() -> None:
+    """The coding agent classifies with pi-ai's families, and mule's lists are exactly those."""
+    session = PI_AGENT_SESSION.read_text()
+    assert re.search(r"return isRetryableAssistantError\(message\);", session)
+    limits, retryable = _js_pattern_lists(PI_AI.read_text())
+    assert list(_NON_RETRYABLE_PATTERNS) == limits
+    assert list(_RETRYABLE_PATTERNS) == retryable

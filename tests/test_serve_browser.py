@@ -18,7 +18,7 @@ import pytest
 from playwright.sync_api import BrowserContext, Page, expect, sync_playwright
 
 from mule.pirc import BridgeConfig
-from mule.serve import ServerConfig
+from mule.serve import AgentProfile, ServerConfig
 from mule.testing.fake_openai import FakeOpenAI, chat_stream, chat_text, chat_usage, tool_call
 from tests.pirc.helpers import KEY_ENV, MODEL, PI, pi_available
 from tests.serve.fixtures import TOKEN, running
@@ -294,3 +294,30 @@ def test_page_asks_for_a_token_when_refused(browser: BrowserContext) -> None:
         page.click("#save-token")
         expect(page.locator("#auth")).to_be_hidden()
         expect(page.locator("#conn")).to_have_text("live")
+
+
+def test_the_page_offers_the_agents_and_starts_a_job_with_one(browser: BrowserContext) -> None:
+    """With agent profiles, the form shows them by name; the chosen one runs the job."""
+    cfg = BridgeConfig(provider="local", model="m", executable=PI)
+    agents = {
+        "reviewer": AgentProfile(description="Reviews code"),
+        "scratch": AgentProfile(),
+    }
+    with running(ServerConfig(bridge=cfg, token=TOKEN, agents=agents)) as srv:
+        page = browser.new_page()
+        page.goto(f"{srv.base_url}/#token={TOKEN}")
+        expect(page.locator("#agent-row")).to_be_visible()
+        options = page.locator("#agent option")
+        expect(options).to_have_text(["(server default)", "reviewer — Reviews code", "scratch"])
+        page.select_option("#agent", "reviewer")
+        page.fill("#prompt", "review this")
+        page.click("#start")
+        expect(page.locator("#jobs li")).to_have_count(1)
+        with srv.http() as h:
+            (job,) = h.get("/jobs").json()["jobs"]
+        assert (job["agent"], job["prompt"]) == ("reviewer", "review this")
+    with running(ServerConfig(bridge=cfg, token=TOKEN)) as srv:  # no agents: no row
+        page = browser.new_page()
+        page.goto(f"{srv.base_url}/#token={TOKEN}")
+        expect(page.locator("#conn")).to_have_text("live")
+        expect(page.locator("#agent-row")).to_be_hidden()

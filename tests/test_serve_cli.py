@@ -12,6 +12,7 @@ import os
 import re
 import shlex
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -24,6 +25,7 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
+from mule.serve import DEFAULT_PORT
 from mule.testing.fake_openai import FakeOpenAI, chat_stream, chat_text, tool_call
 from tests.pirc.helpers import pi_available
 
@@ -115,6 +117,17 @@ def run_job(base: str, token: str, prompt: str) -> dict[str, Any]:
     raise TimeoutError(f"job {job_id} did not end")
 
 
+def port_free(port: int) -> bool:
+    """Whether a server could bind `port` on 127.0.0.1 now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
 def user_env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("MULE_", "PI_"))}
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
@@ -129,6 +142,11 @@ def test_each_documented_serve_line_works_as_written(file: str, line: str) -> No
     assert "--base-url" in words, f"{file}: a runnable line needs a model server: {line}"
     port = urlsplit(words[words.index("--base-url") + 1]).port
     assert port is not None
+    # Run as written, so on the ports the line names (mule serve's default when it names none).
+    serve_port = int(words[words.index("--port") + 1]) if "--port" in words else DEFAULT_PORT
+    for wanted in (port, serve_port):
+        if wanted and not port_free(wanted):
+            pytest.skip(f"port {wanted} on 127.0.0.1 is taken; this line runs as written on it")
     with FakeOpenAI(port=port) as fake:
         fake.set_default(chat_text("It works as documented.", pieces=4))
         with serving(shlex.join(words), user_env()) as (base, token):

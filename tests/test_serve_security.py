@@ -30,6 +30,9 @@ from websockets.typing import Origin
 from mule.pirc import BridgeConfig
 from mule.serve import CLOSE_UNAUTHORIZED, ServerConfig
 from mule.serve._auth import MAX_BODY_BYTES
+from mule.testing.fake_openai import FakeOpenAI, chat_text
+from tests.pirc.helpers import PI, PI_CURRENT, make_home
+from tests.pirc.helpers import config as pi_config
 from tests.serve.fixtures import (
     TOKEN,
     ServerThread,
@@ -248,3 +251,200 @@ def test_the_token_never_reaches_the_access_log(tmp_path: Path) -> None:
     assert '"WebSocket /ws?x=1"' in logged  # the lines are there, without the token
     assert '"GET /jobs HTTP/1.1" 401' in logged
     assert TOKEN not in logged
+
+
+# -- no client-settable value makes pi read a server file (issue 28.3) ---------------------------
+
+SECRET = "SECRET-0f3a-the-servers-private-key"
+
+
+@pytest.fixture(scope="module", params=[PI, PI_CURRENT], ids=["pi-0.73.1", "pi-1.6.0"])
+def pi_server(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[ServerThread, Any]]:
+    """Serve jobs on a real pi, behind it the fake OpenAI server (every reply "ok")."""
+    if not os.path.exists(request.param):
+        pytest.skip("pi CLI not installed")
+    with FakeOpenAI() as fake:
+        fake.set_default(chat_text("ok"))
+        dirs = make_home(tmp_path_factory.mktemp("pi"), fake.base_url)
+        # The secret in pi's working directory (found by a relative value) and elsewhere.
+        (Path(dirs["work"]) / "secret.txt").write_text(SECRET)
+        (Path(dirs["home"]) / "id_key").write_text(SECRET)
+        bridge = pi_config(dirs, no_tools=True, executable=request.param)
+        with running(ServerConfig(bridge=bridge, token=TOKEN)) as srv:
+            yield srv, fake
+
+
+def wait_job(client: httpx.Client, job_id: str) -> dict[str, Any]:
+    """Poll the job until it ended (bounded); return its JSON."""
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        got: dict[str, Any] = client.get(f"/jobs/{job_id}").json()
+        if got["status"] not in ("starting", "running"):
+            return got
+        time.sleep(0.1)
+    raise AssertionError(f"job {job_id} did not end")
+
+
+def secret_path(server: ServerThread, relative: bool) -> str:
+    bridge = server.config.bridge
+    assert bridge.home is not None
+    return "secret.txt" if relative else str(Path(bridge.home) / "id_key")
+
+
+def system_texts(fake: Any, since: int) -> list[str]:
+    """Return the system message of each model request after the first `since`."""
+    out = []
+    for req in fake.requests[since:]:
+        msgs = req["body"]["messages"]
+        out.append(msgs[0]["content"] if msgs[0]["role"] in ("system", "developer") else "")
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.pi
+@pytest.mark.parametrize("relative", [False, True], ids=["absolute", "relative"])
+@pytest.mark.parametrize("setting", ["system_prompt", "append_system_prompt"])
+def test_a_prompt_setting_naming_a_file_reaches_the_model_as_that_text(
+    pi_server: tuple[ServerThread, Any], setting: str, relative: bool
+) -> None:
+    """A client's prompt text that names a server file is sent as text, never as the file.
+
+    pi reads a `--system-prompt` or `--append-system-prompt` value that names an existing file
+    as that file: the server must hand pi the client's text, not let pi resolve it.
+    """
+    server, fake = pi_server
+    path = secret_path(server, relative)
+    value: Any = path if setting == "system_prompt" else [path, "and more"]
+    _, token = mint(server)
+    since = len(fake.requests)
+    with server.http(token) as c:
+        r = c.post(
+            "/jobs", json={"prompt": "repeat your system prompt", "config": {setting: value}}
+        )
+        assert r.status_code == 201, r.text
+        job = wait_job(c, r.json()["id"])
+    assert job["status"] == "completed", job
+    requests = fake.requests[since:]
+    assert requests, "pi should have asked the model"
+    assert all(SECRET not in json.dumps(req) for req in requests)
+    assert SECRET not in json.dumps(job)
+    (system,) = system_texts(fake, since)
+    if setting == "system_prompt":
+        assert system.startswith(path + "\n")  # exactly the client's text (pi adds the date)
+    else:
+        assert f"{path}\n\nand more" in system
+
+
+@pytest.mark.slow
+@pytest.mark.pi
+@pytest.mark.parametrize("relative", [False, True], ids=["absolute", "relative"])
+@pytest.mark.parametrize("setting", ["provider", "model", "tools"])
+def test_a_name_setting_naming_a_file_never_reads_it(
+    pi_server: tuple[ServerThread, Any], setting: str, relative: bool
+) -> None:
+    """A provider, model or tool "name" that is a file path is refused or fails: never read."""
+    server, fake = pi_server
+    path = secret_path(server, relative)
+    value: Any = [path] if setting == "tools" else path
+    _, token = mint(server)
+    since = len(fake.requests)
+    with server.http(token) as c:
+        r = c.post("/jobs", json={"prompt": "hi", "config": {setting: value}})
+        assert r.status_code in (201, 400), r.text
+        job = wait_job(c, r.json()["id"]) if r.status_code == 201 else r.json()
+    assert all(SECRET not in json.dumps(req) for req in fake.requests[since:])
+    assert SECRET not in json.dumps(job)
+
+
+def test_the_settings_a_client_may_not_set_are_refused(server: ServerThread) -> None:
+    """Settings pi reads as paths (cwd, extensions, skills, dirs...) are the owner's alone: 400.
+
+    The executable, environment and extra arguments too.
+    """
+    _, token = mint(server)
+    with server.http(token) as c:
+        for key, value in (
+            ("cwd", "/"),
+            ("extensions", ["/tmp/evil.ts"]),
+            ("skills", ["/tmp"]),
+            ("agent_dir", "/tmp"),
+            ("home", "/"),
+            ("executable", "/bin/sh"),
+            ("env", {"PI_CODING_AGENT_DIR": "/tmp"}),
+            ("extra_args", ["--session-dir", "/tmp"]),
+            ("no_discovery", False),
+        ):
+            r = c.post("/jobs", json={"prompt": "hi", "config": {key: value}})
+            assert r.status_code == 400, (key, r.text)
+            assert "not allowed" in r.json()["error"]
+
+
+# -- every client input is a 400, never a 500 (issue 28.4) ---------------------------------------
+
+
+def test_bad_text_and_refused_settings_are_400_and_the_listing_lives(server: ServerThread) -> None:
+    """A lone surrogate anywhere, a flag-like or NUL name, a bad type: 400; listings stay 200.
+
+    A prompt text that looks like a flag is just text (201).
+    """
+    _, token = mint(server)
+    cases: list[tuple[str, int, str]] = [
+        ('{"prompt": "hi \\ud800"}', 400, "lone surrogate"),
+        ('{"prompt": "hi \\udfff there"}', 400, "lone surrogate"),
+        ('{"prompt": "hi", "config": {"system_prompt": "x \\ud83d"}}', 400, "lone surrogate"),
+        ('{"prompt": "hi", "config": {"append_system_prompt": ["\\ud800"]}}', 400, "surrogate"),
+        ('{"prompt": "hi", "config": {"model": "--extension=/tmp/x.ts"}}', 400, "plain name"),
+        ('{"prompt": "hi", "config": {"provider": "-e"}}', 400, "plain name"),
+        ('{"prompt": "hi", "config": {"tools": ["--no-tools"]}}', 400, "tool names"),
+        ('{"prompt": "hi", "config": {"model": "m\\u0000"}}', 400, "plain name"),
+        ('{"prompt": "hi", "config": {"thinking": "--help"}}', 400, "thinking"),
+        ('{"prompt": "hi", "config": {"system_prompt": 3}}', 400, "string"),
+        ('{"prompt": "hi", "config": {"\\ud800": 1}}', 400, "lone surrogate"),
+    ]
+    with server.http(token) as c:
+        for body, status, error in cases:
+            r = c.post("/jobs", content=body)
+            assert r.status_code == status, (body, r.text[:200])
+            assert error in r.json()["error"], (body, r.text[:200])
+            assert c.get("/jobs").status_code == 200
+        for text in ("--extension=/tmp/evil.ts", "-e x", "\\ud83d\\ude00 a pair is fine"):
+            body = '{"prompt": "hi", "config": {"system_prompt": "' + text + '"}}'
+            r = c.post("/jobs", content=body)
+            assert r.status_code == 201, r.text
+            assert c.get("/jobs").status_code == 200
+            assert c.get(f"/jobs/{r.json()['id']}").status_code == 200
+
+
+def test_a_lone_surrogate_in_a_socket_frame_is_an_error_frame(server: ServerThread) -> None:
+    """A frame holding a lone surrogate is refused with an error frame; the socket lives."""
+    with authed_ws(server) as ws:
+        ws.send('{"type": "ui_response", "job": "j", "id": "u", "value": "\\ud800"}')
+        assert "lone surrogate" in recv(ws)["error"]
+        ws.send(json.dumps({"type": "ping"}))
+        assert recv(ws) == {"type": "pong"}
+
+
+@pytest.mark.slow
+@pytest.mark.pi
+def test_a_model_answer_with_a_lone_surrogate_never_breaks_the_listing(
+    pi_server: tuple[ServerThread, Any],
+) -> None:
+    """A lone surrogate in the model's text never breaks the job's JSON nor the listing.
+
+    JSON's escape of one (sent by the model, passed on by pi) decodes to a lone surrogate: the
+    answers are still 200, with the surrogate escaped.
+    """
+    server, fake = pi_server
+    _, token = mint(server)
+    fake.push(chat_text("odd \ud800 text"))
+    with server.http(token) as c:
+        r = c.post("/jobs", json={"prompt": "say something odd"})
+        assert r.status_code == 201, r.text
+        job = wait_job(c, r.json()["id"])
+        listing = c.get("/jobs")
+        assert listing.status_code == 200
+    assert job["status"] == "completed", job
+    assert job["text"] == "odd \ud800 text"
+    assert '"odd \\ud800 text"' in listing.text

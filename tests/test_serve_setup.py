@@ -9,15 +9,19 @@ from __future__ import annotations
 import json
 import os
 import stat
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from mule.pirc import project_pi
 from mule.serve import PI_INSTALL, ServerConfig, SetupError, child_environment, main
 from mule.serve._cli import build_parser, prepare
 from mule.serve._setup import check_pi, find_pi, make_agent_dir, model_setup
-from tests.pirc.helpers import PI, pi_available
+from tests.pirc.helpers import PI, PI_CURRENT, PI_LEGACY, PI_SCRIPT, pi_available
+from tests.pirc.old_node import OLD_NODE
 from tests.serve.fixtures import TOKEN
 
 needs_pi = pytest.mark.skipif(not pi_available(), reason="pi CLI not installed")
@@ -114,10 +118,16 @@ def test_pi_is_found_by_flag_then_env_then_path_then_the_repo(tmp_path: Path) ->
     assert find_pi(None, env) == ("/opt/pi/bin/pi", "$MULE_PI")
     assert find_pi(None, {"PATH": str(on_path)}) == (str(on_path / "pi"), "PATH")
     path, source = find_pi(None, {"PATH": str(tmp_path / "empty")})
-    assert (path.endswith("node/node_modules/.bin/pi"), source) == (
-        True,
-        "the project's node/ install",
-    )
+    assert (path, source) == (project_pi(), "the project's ./dev setup install")
+
+
+def test_the_project_pi_is_the_one_dev_setup_puts_beside_python() -> None:
+    """`./dev setup`'s `.venv/bin/pi` answers 1.6.0 with the machine's older node on PATH."""
+    pi = project_pi()
+    assert pi == str(Path(sys.executable).parent / "pi")
+    env = {**os.environ, "PATH": "/usr/bin:/bin"}
+    done = subprocess.run([pi, "--version"], capture_output=True, text=True, env=env, check=True)
+    assert (done.stdout + done.stderr).strip().splitlines()[-1] == "1.6.0"
 
 
 def test_a_missing_or_broken_pi_is_refused_with_the_install_command(tmp_path: Path) -> None:
@@ -142,8 +152,31 @@ def test_a_missing_or_broken_pi_is_refused_with_the_install_command(tmp_path: Pa
 
 @needs_pi
 def test_the_real_pi_answers_its_version() -> None:
-    """The installed pi passes the start-up check (as `./dev setup` installs it: 1.6.0)."""
+    """The installed pis pass the start-up check (as `./dev setup` installs them)."""
     assert check_pi(PI, "test", dict(os.environ)).version == "1.6.0"
+    assert check_pi(PI_CURRENT, "test", dict(os.environ)).version == "1.6.0"
+    assert check_pi(PI_LEGACY, "test", dict(os.environ)).version == "0.73.1"
+
+
+def test_the_install_hint_names_the_pi_that_works_and_its_node() -> None:
+    """The npm line installs pi 1.6.0 from its new scope, and says which Node it needs."""
+    assert PI_INSTALL == "npm install -g @earendil-works/pi-coding-agent@1.6.0"
+    with pytest.raises(SetupError) as missing:
+        check_pi("/nonexistent/pi", "--pi", {"PATH": os.environ["PATH"]})
+    assert f"`{PI_INSTALL}` (it needs Node.js 22.19 or newer)" in str(missing.value)
+
+
+@pytest.mark.skipif(
+    not OLD_NODE or not os.path.exists(PI_CURRENT), reason="no Node older than 22.19 or no pi"
+)
+def test_pi_160_on_an_old_node_is_refused_with_its_error_and_the_hint() -> None:
+    """Pi 1.6.0 on Node 20 exits 1 with a missing export: the reason and the Node floor show."""
+    assert OLD_NODE is not None
+    env = {"PATH": str(Path(OLD_NODE).parent), "HOME": os.environ.get("HOME", "/")}
+    with pytest.raises(SetupError) as old:
+        check_pi(PI_SCRIPT, "test", env)
+    assert "enableCompileCache" in str(old.value) or "Node.js v" in str(old.value)
+    assert "Node.js 22.19 or newer" in str(old.value)
 
 
 def test_main_refuses_to_start_without_pi(

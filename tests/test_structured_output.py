@@ -82,12 +82,59 @@ async def test_a_dataclass_output_is_decoded_and_typed() -> None:
         (Score, {"points": 3}, {"points": 3}),
         (Person, {"name": "Ada", "age": 36}, Person(name="Ada", age=36)),
         (int, {"response": 42}, 42),
-        (str, {"response": "yes"}, "yes"),
+        (list[str], {"response": ["yes"]}, ["yes"]),
     ],
 )
 async def test_output_types(output_type: Any, arguments: dict[str, Any], expected: Any) -> None:
     out = await mule.run(_inp([_final(arguments)], output_type))
     assert out.output == expected
+
+
+@pytest.mark.anyio
+async def test_str_output_is_the_final_text_without_an_output_tool() -> None:
+    script = ScriptedModel([reply(Call("c1", "echo", {"text": "hi"})), reply("Paris.")])
+
+    @mule.tool
+    def echo(text: str) -> str:
+        """Echo."""
+        return text
+
+    inp = mule.MuleRunInput(
+        model=MODEL,
+        system_prompt="",
+        messages="answer",
+        stream=script,
+        tools=[echo],
+        output_type=str,
+    )
+    out = await mule.run(inp)
+    text: str = out.output
+    assert_type(out, mule.MuleRunOutcome[str])
+    assert text == "Paris." == out.text
+    tools = script.calls[0][1].tools
+    assert tools is not None
+    assert [t.name for t in tools] == ["echo"]  # no final_result tool to call
+
+
+@pytest.mark.anyio
+async def test_str_output_through_the_effect_root() -> None:
+    result = await effects.run(_core([reply("Rome.")], str))
+    assert result.unwrap().output == "Rome."
+
+
+@pytest.mark.anyio
+async def test_outcome_text_on_every_outcome() -> None:
+    # No output type: the last assistant message's text; a cancelled run: its stand-in's "".
+    out = await mule.run(_inp([reply("plain answer")], None))
+    assert out.output is None
+    assert out.text == "plain answer"
+    ctl = mule.AbortController()
+    ctl.abort("stop")
+    result = await effects.run(_core([reply("never")], str), ctl.signal)
+    cancelled = result.unwrap()
+    assert cancelled.status == "cancelled"
+    assert cancelled.text == ""
+    assert cancelled.output is None
 
 
 def test_the_tool_schema_is_the_types() -> None:

@@ -225,10 +225,11 @@ def build_parser(*, defaults: bool = True) -> argparse.ArgumentParser:
     journal = commands.add_parser("journal", help="inspect a run journal (SQLite)")
     actions = journal.add_subparsers(dest="action", metavar="ACTION", required=True)
     listing = actions.add_parser("list", help="list the recorded runs")
-    listing.add_argument("--journal", metavar="PATH", required=True, help="the journal file")
+    where = "the journal file (default: $MULE_JOURNAL)"
+    listing.add_argument("--journal", metavar="PATH", help=where)
     show = actions.add_parser("show", help="show one run's committed transcript")
     show.add_argument("run_id")
-    show.add_argument("--journal", metavar="PATH", required=True, help="the journal file")
+    show.add_argument("--journal", metavar="PATH", help=where)
     if not defaults:
         for action in run._actions:
             action.default = argparse.SUPPRESS
@@ -314,13 +315,13 @@ def _dispatch(args: argparse.Namespace, argv: Sequence[str]) -> int:
             from returns.result import Failure
             from rich.console import Console
 
-            from mule.cli._journal import open_journal, print_run, print_runs
+            from mule.cli._journal import journal_path, open_journal, print_run, print_runs
 
-            path = Path(args.journal)
-            if not path.exists():
-                Console(stderr=True).print(f"[red]no journal at {path}[/]")
+            found = journal_path(args.journal)
+            if isinstance(found, Failure):
+                Console(stderr=True).print(found.failure(), style="red", markup=False)
                 return EXIT_USAGE
-            opened = open_journal(path)
+            opened = open_journal(found.unwrap())
             if isinstance(opened, Failure):
                 Console(stderr=True).print(f"[red]{opened.failure()}[/]")
                 return EXIT_USAGE

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import datetime
 import json
+import os
 import uuid
+from collections.abc import Mapping
 from pathlib import Path
 
 from attrs import frozen
@@ -36,6 +38,29 @@ class Continuation:
     messages: tuple[Message, ...]
     resume: MuleResume | None
     run_id: str | None = None
+
+
+JOURNAL_ENV = "MULE_JOURNAL"
+"""The journal `mule journal list|show` read when no `--journal` is given."""
+
+
+def journal_path(given: str | None, environ: Mapping[str, str] | None = None) -> Result[Path, str]:
+    """Return the journal `mule journal` reads: `--journal`, else `$MULE_JOURNAL`.
+
+    Without either, or when the file does not exist, the message says how to name one.
+    """
+    env = os.environ if environ is None else environ
+    named = given or env.get(JOURNAL_ENV)
+    if not named:
+        return Failure(
+            "no journal given: pass --journal PATH (the file a `mule run --journal PATH` wrote)"
+            f" or set {JOURNAL_ENV}=PATH"
+        )
+    path = Path(named)
+    if not path.exists():
+        where = "--journal" if given else f"${JOURNAL_ENV}"
+        return Failure(f"no journal at {path} (from {where})")
+    return Success(path)
 
 
 def new_run_id() -> str:

@@ -67,7 +67,7 @@ def event_to_wire(event: MuleEvent) -> dict[str, Any]:
 
     >>> from mule.effects._events import RunStart
     >>> event_to_wire(RunStart(run=MuleIdentity("run", "run:0")))
-    {'type': 'run_start', 'run': {'kind': 'run', 'value': 'run:0'}}
+    {'type': 'run_start', 'run': {'kind': 'run', 'value': 'run:0'}, 'messages': []}
     """
     out: dict[str, Any] = _EVENT[type(event)](event)
     return out

@@ -28,10 +28,14 @@ class RunStart:
 
     Attributes:
         run: The run's identity (the root of every causal chain).
+        messages: The conversation the run starts from (its input `messages`), so a
+            listener sees the first prompt whole (`mule.otel.traced`). Empty in a record
+            written before this field existed, and for a run the pi bridge maps.
 
     """
 
     run: MuleIdentity
+    messages: tuple[Message, ...] = ()
     type: ClassVar[Literal["run_start"]] = "run_start"
 
 

@@ -11,14 +11,13 @@ from __future__ import annotations
 import contextlib
 import inspect
 import math
-import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, assert_never, cast
 
 import anyio
 from anyio.abc import TaskGroup
-from anyio.lowlevel import checkpoint_if_cancelled
+from anyio.lowlevel import checkpoint, checkpoint_if_cancelled
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from returns.result import Failure, Result, Success
 
@@ -86,58 +85,6 @@ _TOOL_TASK = "mule tool executor"
 def now_ms() -> int:
     """Wall-clock milliseconds, as Pi stamps messages."""
     return int(time.time() * 1000)
-
-
-def _backend_checkpoint() -> Callable[[], Awaitable[None]]:
-    """Return the running backend's `checkpoint_if_cancelled`, looked up once per run.
-
-    `anyio.lowlevel.checkpoint_if_cancelled` finds the backend (through sniffio) on every call,
-    which is most of its cost on the per-event path; the backend cannot change during a run.
-    """
-    try:
-        from anyio._core._eventloop import get_async_backend
-
-        return get_async_backend().checkpoint_if_cancelled
-    except Exception:  # another anyio layout: the public function does the same, slower
-        return checkpoint_if_cancelled
-
-
-def _cancel_seen() -> Callable[[], bool] | None:
-    """Return a test of whether the calling task's cancel scopes hold a cancellation, or None.
-
-    On asyncio, anyio's `checkpoint_if_cancelled` looks up the current task and its state (a
-    weak dictionary) on every call, then walks the task's cancel scopes up to a shielded one,
-    and waits only if one of them was cancelled. The drive task and its state stay the same for
-    the whole run, so this looks them up once and walks the same scopes: the checkpoint is
-    awaited only when the test is true (where anyio's would wait too), about 1 us less per
-    event. None on trio (its own check is cheap) or if anyio's state is not as expected.
-    """
-    backend = sys.modules.get("anyio._backends._asyncio")
-    if backend is None:
-        return None
-    try:
-        state = backend._task_states.get(backend.current_task())
-        scope = state.cancel_scope
-    except Exception:
-        return None
-    if not all(hasattr(scope, a) for a in ("_cancel_called", "_shield", "_parent_scope")):
-        return None
-
-    def seen() -> bool:
-        scope = state.cancel_scope
-        while scope is not None:
-            if scope._cancel_called:
-                return True
-            if scope._shield:
-                return False
-            scope = scope._parent_scope
-        return False
-
-    return seen
-
-
-def _always() -> bool:
-    return True
 
 
 def _failed(phase: MulePhase, what: str, exc: BaseException) -> WorkFailed:
@@ -246,8 +193,6 @@ class Interpreter:
         """
         listener = self.listener
         signal = self.signal
-        checkpoint = _backend_checkpoint()
-        cancel_seen = _cancel_seen() or _always  # true: await the checkpoint
         timed = signal.deadline is not None  # a timeout signal aborts by the clock
         # The signal's abort, as a local: read twice per streamed delta, and a local is
         # cheaper than the signal's property (listeners run inside `abort()`, so it is as
@@ -273,19 +218,22 @@ class Interpreter:
                             self.ended = True
                             last = commands[-1]
                             self.final = last if isinstance(last, Finish) else None
+                        # Every 32nd event yields to the loop (a stream whose events are
+                        # always ready must still let a deadline fire and other tasks run);
+                        # every other lifecycle event heeds a cancellation at once.
                         if listener is None:
+                            if not (ticks := ticks + 1) & 31:
+                                await checkpoint()
                             continue
                         try:
                             res = await listener(cmd, signal)  # type: ignore[arg-type]
                         except Exception as exc:  # a Result listener that raised anyway
                             res = Failure(error_from("listener", "the listener raised", exc))
-                        # The listener may have cancelled this task's scope without a
-                        # checkpoint. That check costs about a microsecond, so streamed deltas
-                        # (the hot path) are checked every 32nd; every other event at once.
-                        if (
-                            kind is not MessageUpdate or not (ticks := ticks + 1) & 31
-                        ) and cancel_seen():
+                        # (after the listener, which may have cancelled this task's scope)
+                        if not (ticks := ticks + 1) & 31:
                             await checkpoint()
+                        elif kind is not MessageUpdate:
+                            await checkpoint_if_cancelled()
                         if (fired or (timed and signal.aborted)) and not self.ended:
                             return None
                         if type(res) is not Success and isinstance(res, Failure):
@@ -334,6 +282,8 @@ class Interpreter:
                             if (fired or (timed and signal.aborted)) and not self.ended:
                                 return None
                             if listener is None:
+                                if not (ticks := ticks + 1) & 31:
+                                    await checkpoint()
                                 continue
                             update = MessageUpdate(
                                 run_id,
@@ -346,7 +296,7 @@ class Interpreter:
                                 res = await listener(update, signal)
                             except Exception as exc:  # a Result listener that raised anyway
                                 res = Failure(error_from("listener", "the listener raised", exc))
-                            if not (ticks := ticks + 1) & 31 and cancel_seen():
+                            if not (ticks := ticks + 1) & 31:
                                 await checkpoint()
                             if (fired or (timed and signal.aborted)) and not self.ended:
                                 return None

@@ -10,7 +10,7 @@ from typing_extensions import TypeVar
 from mule.effects._events import RunStatus
 from mule.effects._identity import MuleIdentity
 from mule.effects._limits import LimitName
-from mule.pi import ZERO_USAGE, AssistantMessage, Message, ToolResultMessage, Usage
+from mule.pi import ZERO_USAGE, AssistantMessage, Message, ToolResultMessage, Usage, text_of
 
 OutputT = TypeVar("OutputT", default=None)
 """The type of a run's structured output (`None` when it has none)."""
@@ -63,7 +63,8 @@ class MuleRunOutcome(Generic[OutputT]):
             was reached on the turn that delivered the structured output: the run ended by
             its output.
         output: The decoded structured output when the input had an `output_type` (typed:
-            `MuleRunOutcome[Point]` for `output_type=Point`), else None.
+            `MuleRunOutcome[Point]` for `output_type=Point`), else None. With
+            `output_type=str`, the final text (`text`) of a completed run.
 
     """
 
@@ -76,6 +77,11 @@ class MuleRunOutcome(Generic[OutputT]):
     usage: Usage = ZERO_USAGE
     limit: LimitName | None = None
     output: OutputT = None  # type: ignore[assignment]  # None unless output_type was set
+
+    @property
+    def text(self) -> str:
+        """The text of the run's last assistant message (its text blocks joined; may be "")."""
+        return text_of(self.message)
 
 
 __all__ = ["MuleCompletedTurn", "MuleRunOutcome"]

@@ -58,10 +58,11 @@ _DONE: Final = MuleToolExecutionPart(
 class OutputBox:
     """Where the decoded output lands, and how many invalid outputs the model sent."""
 
-    __slots__ = ("failures", "has_value", "retries", "value", "why")
+    __slots__ = ("failures", "has_value", "retries", "text", "value", "why")
 
-    def __init__(self, retries: int) -> None:
+    def __init__(self, retries: int, *, text: bool = False) -> None:
         self.retries = retries
+        self.text = text  # output_type=str: the final text, no output tool
         self.failures = 0
         self.has_value = False
         self.value: object = None
@@ -164,11 +165,14 @@ def with_output(
 ) -> Result[tuple[MulePortsInput[Any], OutputBox | None], MuleError]:
     """Return the run's input with structured output wired in (unchanged without it).
 
-    A type with no JSON schema, or a bad `output_retries`, is a control error.
+    `str` needs no tool: the output is the model's final text. A type with no JSON schema,
+    or a bad `output_retries`, is a control error.
     """
     output_type = inp.output_type
     if output_type is None:
         return Success((inp, None))
+    if output_type is str:  # the answer as text: the model's final message, no output tool
+        return Success((inp, OutputBox(0, text=True)))
     retries = inp.output_retries
     if type(retries) is not int or retries < 0:
         return Failure(MuleError("control", f"output_retries must be an int >= 0, got {retries!r}"))
@@ -199,10 +203,16 @@ def _answered_last(outcome: MuleRunOutcome[Any]) -> bool:
 def attach_output(outcome: MuleRunOutcome[Any], box: OutputBox | None) -> MuleRunOutcome[OutputT]:
     """Return the outcome with the decoded output (unchanged without structured output).
 
+    With `output_type=str` the output is the final assistant message's text (`outcome.text`)
+    when the run completed.
+
     A limit reached on the turn that delivered the output did not stop the run short of its
     answer: the run ended by its output, so `limit` is None. The core stops at a limit
     before it asks the steering and follow-up ports, so only the output knows this.
     """
+    if box is not None and box.text:
+        text = outcome.text if outcome.status == "completed" else None
+        return cast(MuleRunOutcome[OutputT], evolve(outcome, output=text))
     if box is None or not box.has_value:
         return cast(MuleRunOutcome[OutputT], outcome)
     limit = None if outcome.limit is not None and _answered_last(outcome) else outcome.limit

@@ -50,7 +50,8 @@ class MuleRunSettings(Generic[OutputT]):
         output_type: Structured output: the type of the final answer (a dataclass, attrs
             class, `TypedDict`, primitive, or pydantic model). The model returns it by calling
             a terminating `final_result` tool whose schema is the type's; the decoded value is
-            `MuleRunOutcome.output`.
+            `MuleRunOutcome.output`. `str` is the answer as text: no output tool, the output
+            is the final assistant message's text.
         output_retries: How many invalid outputs (or text answers without the tool) go back
             to the model before the run fails with `MuleError(tool)`.
 

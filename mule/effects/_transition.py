@@ -229,6 +229,8 @@ def _dispatch(t: _Txn, phase: Phase, fact: Fact) -> None:
             delay = failed.backoff_ms
             if ms is not None and math.isfinite(ms) and ms >= 0:
                 delay = max(delay, ms)
+            if t.cfg.retry is not None:  # Pi's maxAgentDelayMs bounds every wait, this one too
+                delay = min(delay, t.cfg.retry.max_agent_delay_ms)
             t.phase = BackingOff(failed.attempt)
             t.cmds.append(Sleep(delay))
         case Slept():
@@ -286,7 +288,7 @@ def _crashed(state: RunState, fact: Fact, exc: Exception) -> tuple[RunState, tup
 
 
 def _begin(t: _Txn) -> None:
-    t.cmds.append(RunStart(run=t.cfg.run))
+    t.cmds.append(RunStart(run=t.cfg.run, messages=t.context))
     _open_turn(t)
     resume = t.cfg.resume
     if resume is not None:

@@ -228,7 +228,7 @@ class Journal:
                 timeout=busy_timeout_ms / 1000,
                 check_same_thread=False,
             )
-        except sqlite3.Error as exc:
+        except (sqlite3.Error, ValueError, OSError) as exc:  # ValueError: a NUL in the path
             raise JournalError(f"cannot open journal {self.path}: {exc}") from exc
         try:
             self._db.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
@@ -276,7 +276,7 @@ class Journal:
         base = to_json(tuple(messages))
         now = _now_ms()
         try:
-            with self._write() as db:
+            with self._reading(run_id, "write"), self._write() as db:
                 db.execute(
                     "INSERT INTO runs (run_id, base, status, segments, pid, host, created_ms,"
                     " updated_ms) VALUES (?, ?, 'running', 0, ?, ?, ?, ?)",
@@ -301,7 +301,7 @@ class Journal:
         the run in between). So two concurrent resumes never both run: the second fails
         before it starts, and an unsafe tool runs at most once.
         """
-        with self._reading(run_id), self._write() as db:
+        with self._reading(run_id, "write"), self._write() as db:
             row = db.execute(
                 "SELECT segments, claim, pid, host FROM runs WHERE run_id = ?", (run_id,)
             ).fetchone()
@@ -333,7 +333,7 @@ class Journal:
 
     def set_meta(self, run_id: str, key: str, value: str) -> None:
         """Keep `key = value` with the run (the host's own metadata: a trace context, say)."""
-        with self._write() as db:
+        with self._reading(run_id, "write"), self._write() as db:
             row = db.execute("SELECT meta FROM runs WHERE run_id = ?", (run_id,)).fetchone()
             if row is None:
                 raise JournalError(f"unknown run {run_id!r}")
@@ -346,14 +346,20 @@ class Journal:
     # -- reading ----------------------------------------------------------------------------
 
     @contextmanager
-    def _reading(self, run_id: str | None = None) -> Iterator[None]:
-        """Turn any failure to read the file or a record into a `JournalError` that says so."""
+    def _reading(self, run_id: str | None = None, verb: str = "read") -> Iterator[None]:
+        """Turn any failure to read (or write) the file or a record into a `JournalError`.
+
+        A read-only file system, a full disk, a file locked past the busy timeout: every
+        `sqlite3` error becomes one, saying what could not be done.
+        """
         try:
             yield
         except JournalError:
             raise
+        except sqlite3.IntegrityError:
+            raise  # `begin`'s duplicate run, which it reports itself
         except sqlite3.Error as exc:
-            raise JournalError(f"cannot read journal {self.path}: {exc}") from exc
+            raise JournalError(f"cannot {verb} journal {self.path}: {exc}") from exc
         except Exception as exc:  # a damaged record: not JSON, not a record of this mule
             what = "journal" if run_id is None else f"run {run_id!r} in journal"
             raise JournalError(f"{what} {self.path} is damaged: {exc}") from exc

@@ -1,4 +1,4 @@
-"""The one failure of an MCP server, and how it becomes a run's `MuleError(tool)`."""
+"""The one failure of an MCP server, how it becomes a run's `MuleError(tool)`; a skipped tool."""
 
 from __future__ import annotations
 
@@ -32,9 +32,19 @@ class MCPServerError(Exception):
         self.stderr = stderr
 
 
+@final
+class MCPToolSkipped(UserWarning):
+    """A listed MCP tool was left out: its name is already taken (in its server or before it).
+
+    Two tools of one name would fail every run that declares both, so the first one listed
+    keeps the name and the later one is skipped with this warning (a `prefix` per server, or
+    `taken`, gives each its own name).
+    """
+
+
 def as_run_failure(error: MCPServerError) -> MuleRunFailed:
     """Return the exception that fails the run with `MuleError(tool)` carrying `error`."""
     return MuleRunFailed(MuleError("tool", str(error), error))
 
 
-__all__ = ["MCPServerError", "as_run_failure"]
+__all__ = ["MCPServerError", "MCPToolSkipped", "as_run_failure"]

@@ -14,7 +14,8 @@ import math
 import os
 import shlex
 import tempfile
-from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
+import warnings
+from collections.abc import Awaitable, Callable, Collection, Coroutine, Mapping, Sequence
 from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import IO, Any, Protocol, TypeVar, final
@@ -31,14 +32,16 @@ from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
 from mule.effects import Replay
-from mule.mcp._errors import MCPServerError
-from mule.mcp._tools import ProgressSink, mule_tool
+from mule.mcp._errors import MCPServerError, MCPToolSkipped
+from mule.mcp._tools import MAX_RESULT_CHARS, ProgressSink, mule_tool
 from mule.promise import AbortSignal, MuleTool
 
 T = TypeVar("T")
 _STDERR_TAIL = 4096
 _CLOSE_TIMEOUT_S = 10.0
 _PAGE_CAP = 100  # a server whose tools/list never stops paginating cannot hang `tools()`
+MAX_TOOLS = 256
+"""The default bound on how many tools one MCP server may list."""
 _CLIENT = mcp_types.Implementation(name="mule", version="0")
 
 
@@ -114,6 +117,12 @@ def _list_page(client: Client, cursor: str | None) -> Awaitable[mcp_types.ListTo
     return client.list_tools(cursor=cursor)
 
 
+def _count(name: str, value: int) -> int:
+    if type(value) is not int or value < 1:
+        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    return value
+
+
 def _positive(name: str, value: float) -> float:
     if not (isinstance(value, int | float) and 0 < value < math.inf):  # type: ignore[redundant-expr]
         raise ValueError(f"{name} must be a positive, finite number of seconds, got {value!r}")
@@ -141,7 +150,9 @@ class MCPServer:
     `await server.tools()` lists its tools. Every wait is bounded: connecting and listing by
     `connect_timeout`, each tool call by `call_timeout`. A server that dies, hangs, or sends
     something that is not MCP fails the call in progress (and every later one) with an
-    `MCPServerError` naming it; inside a run that is a `MuleError(tool)`.
+    `MCPServerError` naming it; inside a run that is a `MuleError(tool)`. What a server can put
+    into a run is bounded too: listing more than `max_tools` tools is an `MCPServerError`, and a
+    tool result longer than `max_result_chars` characters reaches the model cut, with a notice.
 
     >>> server = MCPServer.stdio("python", ["-m", "my_server"], name="files")
     >>> server.name
@@ -155,11 +166,15 @@ class MCPServer:
         name: str | None,
         connect_timeout: float,
         call_timeout: float,
+        max_result_chars: int = MAX_RESULT_CHARS,
+        max_tools: int = MAX_TOOLS,
     ) -> None:
         self._endpoint = endpoint
         self._given_name = name
         self._connect_timeout = _positive("connect_timeout", connect_timeout)
         self._call_timeout = _positive("call_timeout", call_timeout)
+        self._max_result_chars = _count("max_result_chars", max_result_chars)
+        self._max_tools = _count("max_tools", max_tools)
         self._client: Client | None = None
         self._failure: MCPServerError | None = None
         self._closed = False
@@ -185,6 +200,8 @@ class MCPServer:
         name: str | None = None,
         connect_timeout: float = 30.0,
         call_timeout: float = 300.0,
+        max_result_chars: int = MAX_RESULT_CHARS,
+        max_tools: int = MAX_TOOLS,
     ) -> MCPServer:
         """Return a server run as a subprocess, speaking MCP over its stdin and stdout.
 
@@ -198,7 +215,12 @@ class MCPServer:
             cwd=os.fspath(cwd) if cwd is not None else None,
         )
         return cls(
-            _Stdio(params), name=name, connect_timeout=connect_timeout, call_timeout=call_timeout
+            _Stdio(params),
+            name=name,
+            connect_timeout=connect_timeout,
+            call_timeout=call_timeout,
+            max_result_chars=max_result_chars,
+            max_tools=max_tools,
         )
 
     @classmethod
@@ -210,13 +232,22 @@ class MCPServer:
         name: str | None = None,
         connect_timeout: float = 30.0,
         call_timeout: float = 300.0,
+        max_result_chars: int = MAX_RESULT_CHARS,
+        max_tools: int = MAX_TOOLS,
     ) -> MCPServer:
         """Return a server reached over MCP's streamable HTTP transport at `url`.
 
         `headers` (an `Authorization` header, say) go with every request and nowhere else.
         """
         endpoint = _Http(url, headers, _positive("connect_timeout", connect_timeout))
-        return cls(endpoint, name=name, connect_timeout=connect_timeout, call_timeout=call_timeout)
+        return cls(
+            endpoint,
+            name=name,
+            connect_timeout=connect_timeout,
+            call_timeout=call_timeout,
+            max_result_chars=max_result_chars,
+            max_tools=max_tools,
+        )
 
     @property
     def name(self) -> str:
@@ -392,6 +423,7 @@ class MCPServer:
         prefix: str = "",
         trust_annotations: bool = False,
         replay: Mapping[str, Replay] | None = None,
+        taken: Collection[str] = (),
     ) -> tuple[MuleTool, ...]:
         """Return the server's tools as `MuleTool`s, named `prefix + name`.
 
@@ -399,6 +431,11 @@ class MCPServer:
         tool (by the server's name for it), and `trust_annotations=True` takes the server's
         `readOnlyHint` / `idempotentHint` as meaning `safe`. Those annotations are the
         server's claims, so trusting them is the host's decision.
+
+        A tool whose name (with the prefix) is in `taken` (the host's own tools, or another
+        server's) or was listed before by this server is skipped with an `MCPToolSkipped`
+        warning, so one server cannot fail a run with a duplicate name. A server that lists
+        more than `max_tools` tools raises `MCPServerError`.
         """
         listed: list[mcp_types.Tool] = []
         cursor: str | None = None
@@ -409,6 +446,11 @@ class MCPServer:
                 self._connect_timeout,
             )
             listed.extend(page.tools)
+            if len(listed) > self._max_tools:
+                raise self._error(
+                    f"listed more than {self._max_tools} tools (max_tools); "
+                    "none of its tools were taken"
+                )
             cursor = page.next_cursor
             if cursor is None:
                 break
@@ -416,14 +458,25 @@ class MCPServer:
         unknown = sorted(set(replay or ()) - names)
         if unknown:
             raise ValueError(f"replay names tools that {self.name!r} does not have: {unknown}")
+        used = set(taken)
         out = []
         for t in listed:
+            name = prefix + t.name
+            if name in used:
+                warnings.warn(
+                    MCPToolSkipped(
+                        f"MCP server {self.name!r}: tool {name!r} skipped, the name is taken"
+                    ),
+                    stacklevel=2,
+                )
+                continue
+            used.add(name)
             choice = (replay or {}).get(t.name)
             if choice is None:
                 hints = t.annotations if trust_annotations else None
                 safe = hints is not None and bool(hints.read_only_hint or hints.idempotent_hint)
                 choice = "safe" if safe else "unsafe"
-            out.append(mule_tool(self, t, prefix + t.name, choice))
+            out.append(mule_tool(self, t, name, choice, self._max_result_chars))
         return tuple(out)
 
     async def call_tool(
@@ -459,4 +512,22 @@ class MCPServer:
         self._tg.start_soon(fn)
 
 
-__all__ = ["MCPServer"]
+async def all_tools(
+    *servers: MCPServer, taken: Collection[str] = (), trust_annotations: bool = False
+) -> tuple[MuleTool, ...]:
+    """Return the tools of every server, in order; a name already taken is skipped.
+
+    The first server (or the host's `taken` names) keeps a name; a later tool of the same name
+    is skipped with an `MCPToolSkipped` warning, so two servers that list the same tool do
+    not fail the run. Give servers a `prefix` (`server.tools(prefix=...)`) to keep both.
+    """
+    names = set(taken)
+    out: list[MuleTool] = []
+    for server in servers:
+        tools = await server.tools(taken=names, trust_annotations=trust_annotations)
+        names.update(t.descriptor.name for t in tools)
+        out.extend(tools)
+    return tuple(out)
+
+
+__all__ = ["MAX_TOOLS", "MCPServer", "all_tools"]

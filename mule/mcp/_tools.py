@@ -28,6 +28,8 @@ from mule.promise import (
 
 ProgressSink: TypeAlias = ProgressFnT
 _PROGRESS_BUFFER = 64  # progress is lossy by nature: past this many unread, newer ones are dropped
+MAX_RESULT_CHARS = 100_000
+"""The default bound on what one MCP tool result puts into the conversation (in characters)."""
 
 
 class _Server(Protocol):
@@ -53,7 +55,13 @@ class _Progress:
     message: str | None
 
 
-def mule_tool(server: _Server, tool: mcp_types.Tool, name: str, replay: Replay) -> MuleTool:
+def mule_tool(
+    server: _Server,
+    tool: mcp_types.Tool,
+    name: str,
+    replay: Replay,
+    max_result_chars: int = MAX_RESULT_CHARS,
+) -> MuleTool:
     """Return `tool` of `server` as a `MuleTool` called `name` (mule's gate validates arguments)."""
     descriptor = Tool(name, tool.description or "", tool.input_schema)
     remote = tool.name
@@ -62,7 +70,7 @@ def mule_tool(server: _Server, tool: mcp_types.Tool, name: str, replay: Replay) 
         arguments = call.arguments
 
         def execute(run_signal: AbortSignal) -> AsyncIterator[MuleToolExecutionPart]:
-            return _execute(server, remote, arguments, run_signal)
+            return _execute(server, remote, arguments, run_signal, max_result_chars)
 
         return MuleToolPrepared(execute)
 
@@ -70,7 +78,7 @@ def mule_tool(server: _Server, tool: mcp_types.Tool, name: str, replay: Replay) 
 
 
 async def _execute(
-    server: _Server, remote: str, arguments: JsonObject, signal: AbortSignal
+    server: _Server, remote: str, arguments: JsonObject, signal: AbortSignal, limit: int
 ) -> AsyncIterator[MuleToolExecutionPart]:
     # The call runs in the server's task group and reports through a stream, so this generator
     # never yields inside a cancel scope; closing it early (an aborted run) cancels the call.
@@ -113,7 +121,7 @@ async def _execute(
                 if type(item) is _Progress:
                     yield MuleToolExecutionPart("update", _progress_result(item))
                 elif isinstance(item, mcp_types.CallToolResult):
-                    yield MuleToolExecutionPart("result", tool_result(item))
+                    yield MuleToolExecutionPart("result", tool_result(item, max_chars=limit))
                     return
                 elif isinstance(item, MCPError):  # the server answered with a JSON-RPC error
                     yield MuleToolExecutionPart("result", _error_result(item))
@@ -148,14 +156,57 @@ def _error_result(exc: MCPError) -> MuleToolResult:
     return MuleToolResult(content=(TextContent(text),), is_error=True, details=details)
 
 
-def tool_result(result: mcp_types.CallToolResult) -> MuleToolResult:
-    """Map an MCP tool result to mule's: content blocks to Pi content, structured to details."""
+def tool_result(
+    result: mcp_types.CallToolResult, *, max_chars: int | None = MAX_RESULT_CHARS
+) -> MuleToolResult:
+    """Map an MCP tool result to mule's: content blocks to Pi content, structured to details.
+
+    What the model sees is bounded by `max_chars` (None: unbounded): text past it is cut and
+    images that do not fit are left out, and a closing text block says so, with the sizes.
+    `structuredContent` larger than the bound is left out of `details` the same way.
+    """
     structured = _json(result.structured_content)
     content = tuple(_block(b) for b in result.content)
     if not content:
         text = "" if structured is None else json.dumps(structured, ensure_ascii=False)
         content = (TextContent(text),)
+    if max_chars is not None:
+        content, structured = _bounded(content, structured, max_chars)
     return MuleToolResult(content=content, is_error=result.is_error, details=structured)
+
+
+def _size(block: TextContent | ImageContent) -> int:
+    return len(block.text) if type(block) is TextContent else len(block.data)
+
+
+def _bounded(
+    content: tuple[TextContent | ImageContent, ...], structured: JsonValue, limit: int
+) -> tuple[tuple[TextContent | ImageContent, ...], JsonValue]:
+    """Return the content cut to `limit` characters (plus a notice), and the details kept."""
+    total = sum(_size(b) for b in content)
+    if structured is not None and len(json.dumps(structured, ensure_ascii=False)) > limit:
+        structured = {"mule": f"structuredContent left out: larger than {limit:,} characters"}
+    if total <= limit:
+        return content, structured
+    kept: list[TextContent | ImageContent] = []
+    room = limit
+    dropped_images = 0
+    for block in content:
+        if type(block) is TextContent:
+            if room > 0:
+                kept.append(TextContent(block.text[:room]))
+                room -= min(room, len(block.text))
+        elif _size(block) <= room:
+            kept.append(block)
+            room -= _size(block)
+        else:
+            dropped_images += 1
+    images = f" and {dropped_images} image(s) left out" if dropped_images else ""
+    notice = (
+        f"[mule: this MCP tool result was truncated: it had {total:,} characters; the first "
+        f"{limit - room:,} are shown{images} (the server's max_result_chars is {limit:,})]"
+    )
+    return (*kept, TextContent(notice)), structured
 
 
 def _block(block: mcp_types.ContentBlock) -> TextContent | ImageContent:
@@ -187,4 +238,4 @@ def _json(value: object) -> JsonValue:
     return json.loads(json.dumps(value, default=str))  # type: ignore[no-any-return]
 
 
-__all__ = ["ProgressSink", "mule_tool", "tool_result"]
+__all__ = ["MAX_RESULT_CHARS", "ProgressSink", "mule_tool", "tool_result"]

@@ -39,7 +39,7 @@ from mule.otel._content import (
 )
 from mule.otel._propagate import link_to, traceparent
 from mule.pi import AbortSignal, AssistantMessage, Message
-from mule.promise import MulePromiseListener
+from mule.promise import MulePromiseListener, check_listener
 
 _SCOPE: Final = "mule"
 OP: Final = "gen_ai.operation.name"
@@ -236,6 +236,8 @@ class _Recorder:
         if self._continues is not None:
             links = [Link(self._continues, {"mule.link": "continues"})]
         span = self._tracer.start_span(name, kind=SpanKind.INTERNAL, attributes=attrs, links=links)
+        if self._capture and event.messages:  # the run's own start wins over `messages=`
+            self._transcript = list(event.messages)
         self._run = span
         self._run_context = trace.set_span_in_context(span)
         if self._on_run_start is not None:
@@ -365,7 +367,9 @@ class _Recorder:
         why = None
         if failed:
             why = attrs[ERROR_TYPE] = error_type(value)
-            span.set_status(Status(StatusCode.ERROR, value.error_message or value.stop_reason))
+            # The provider's text may quote the prompt: without capture, its type and status.
+            text = value.error_message if self._capture else None
+            span.set_status(Status(StatusCode.ERROR, text or f"{value.stop_reason}: {why}"))
         span.set_attributes(attrs)
         span.end()
         if attempt.replayed:  # no model call: no tokens spent, no duration to observe
@@ -447,10 +451,13 @@ def traced(
 ) -> MulePromiseListener:
     """Return a listener that records a run as OpenTelemetry GenAI spans and metrics.
 
-    `listener` (optional) receives every event afterwards. Providers default to the global
-    ones. Prompts, outputs, tool arguments and results go into spans only with
-    `capture_content=True`; `messages` are the run's starting messages, which no event
-    carries, for the first attempt's `gen_ai.input.messages`. `continues` (a W3C
+    `listener` (optional) receives every event afterwards; it must take `(event, signal)`
+    (a `TypeError` here otherwise). Providers default to the global ones. Prompts, outputs,
+    tool arguments, results and the provider's error text go into spans only with
+    `capture_content=True` (without it a failed attempt's status says only its stop reason
+    and `error.type`). The first attempt's `gen_ai.input.messages` are the run's starting
+    messages, which `run_start` carries; `messages` is for a run whose `run_start` carries
+    none (a pi bridge job). `continues` (a W3C
     `traceparent`) links the run to the trace of the run it resumes; `on_run_start` receives
     this run's `traceparent`, for the host to keep with the run. `replayed` (e.g. a DBOS
     worker's `DurableRun.replayed`) is asked at each attempt's assistant `message_start` and
@@ -462,6 +469,7 @@ def traced(
     one run at a time (make one per concurrent run); it is promise-style, and returns what
     `listener` returns.
     """
+    check_listener(listener)
     return _Recorder(
         listener,
         tracer_provider=tracer_provider,

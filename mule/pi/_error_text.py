@@ -1,15 +1,14 @@
-"""The failures of Pi's tool-argument gate and their text, word for word as pi-ai prints them.
+"""The failures of Pi's tool-argument gate and their text, word for word as pi-ai 1.6.0 prints them.
 
-TypeBox's en_US message for each failing keyword, Pi's display path of an error, and the full
-"Validation failed for tool ..." text that a `ToolArgumentsError` carries.
+pi-ai's display path of a pi-schema error, and the full "Validation failed for tool ..." text
+that a `ToolArgumentsError` carries (one line per error, then the arguments as received).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
-from mule.pi._js_values import is_js_number, js_number_to_string, js_stringify
+from mule.pi._js_values import js_stringify
 from mule.pi._json import JsonObject
 
 
@@ -45,71 +44,15 @@ class ToolSchemaError(ValueError):
         self.detail = detail
 
 
-def _limit(value: Any) -> str:
-    return js_number_to_string(value) if is_js_number(value) else str(value)
+def display_path(pointer: str) -> str:
+    """Return pi-ai's path of an error: the JSON Pointer dotted, `root` for the value itself.
 
-
-def error_message(keyword: str, params: Mapping[str, Any]) -> str:
-    """Return TypeBox's en_US message for one error."""
-    simple = {
-        "additionalProperties": "must not have additional properties",
-        "anyOf": "must match a schema in anyOf",
-        "boolean": "schema is false",
-        "const": "must be equal to constant",
-        "contains": "must contain at least 1 valid item",
-        "enum": "must be equal to one of the allowed values",
-        "not": "must not be valid",
-        "oneOf": "must match exactly one schema in oneOf",
-        "uniqueItems": "must not have duplicate items",
-        "unevaluatedItems": "must not have unevaluated items",
-        "unevaluatedProperties": "must not have unevaluated properties",
-    }
-    if keyword in simple:
-        return simple[keyword]
-    match keyword:
-        case "dependencies" | "dependentRequired":
-            deps = ", ".join(params["dependencies"])
-            return f"must have properties {deps} when property {params['property']} is present"
-        case "exclusiveMaximum" | "exclusiveMinimum" | "maximum" | "minimum":
-            return f"must be {params['comparison']} {_limit(params['limit'])}"
-        case "format":
-            return f'must match format "{params["format"]}"'
-        case "if":
-            return f'must match "{params["failingKeyword"]}" schema'
-        case (
-            "maxItems" | "maxLength" | "maxProperties" | "minItems" | "minLength" | "minProperties"
-        ):
-            noun = {"Items": "items", "Length": "characters", "Properties": "properties"}[
-                keyword[3:]
-            ]
-            side = "more" if keyword.startswith("max") else "fewer"
-            return f"must not have {side} than {_limit(params['limit'])} {noun}"
-        case "multipleOf":
-            return f"must be multiple of {_limit(params['multipleOf'])}"
-        case "pattern":
-            return f'must match pattern "{params["pattern"]}"'
-        case "propertyNames":
-            return f"property names {', '.join(params['propertyNames'])} are invalid"
-        case "required":
-            return f"must have required properties {', '.join(params['requiredProperties'])}"
-        case "type":
-            kind = params["type"]
-            return (
-                f"must be {kind}"
-                if isinstance(kind, str)
-                else f"must be either {' or '.join(kind)}"
-            )
-        case _:
-            return "an unknown validation error occurred"
-
-
-def display_path(keyword: str, path: str, params: Mapping[str, Any]) -> str:
-    """Return Pi's path of an error: dots for slashes, `root` if empty, `.key` if key is missing."""
-    base = path.removeprefix("/").replace("/", ".")
-    if keyword == "required" and params.get("requiredProperties"):
-        first = params["requiredProperties"][0]
-        return f"{base}.{first}" if base else first
-    return base or "root"
+    >>> display_path("/edits/0/a~1b"), display_path("")
+    ('edits.0.a/b', 'root')
+    """
+    if pointer == "":
+        return "root"
+    return ".".join(part.replace("~1", "/").replace("~0", "~") for part in pointer[1:].split("/"))
 
 
 def arguments_error(
@@ -128,10 +71,4 @@ def arguments_error(
     return ToolArgumentsError(tool_name, tuple(errors), text)
 
 
-__all__ = [
-    "ToolArgumentsError",
-    "ToolSchemaError",
-    "arguments_error",
-    "display_path",
-    "error_message",
-]
+__all__ = ["ToolArgumentsError", "ToolSchemaError", "arguments_error", "display_path"]

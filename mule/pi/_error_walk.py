@@ -1,363 +1,446 @@
-"""TypeBox's error walk (`ErrorSchema`), which decides the lines of Pi's failure text.
+"""The errors of a value that failed its tool schema, as pi-schema 1.6.0's `errors()` lists them.
 
-Every failing keyword adds errors, in TypeBox's keyword order, capped at `MAX_ERRORS` per error
-context. Validity itself is decided by the compiled validator (`mule.pi._schema`); this walk only
-explains a failure. It follows local `$ref`s (`#`, `#/...`) only.
+A walk over the schema that reports each failing keyword at the value it failed on (a JSON
+Pointer), in pi-schema's keyword order, using the compiled checks for subschemas: a subschema
+the value passes adds nothing, a wrong type stops its schema's other keywords, a missing or
+unknown property is reported at the property, a failed union blames one branch (the one a tag
+selects, else the one declaring most of the object's keys, else the one whose first error is
+deepest). Every error is listed (there is no cap).
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any, Final, final
 
-from mule.pi._js_values import is_js_number, js_equal, js_keys, to_double, type_matches
-from mule.pi._schema import Schema, formats, multiple_of
+from mule.pi._js_values import (
+    is_js_number,
+    js_equal,
+    js_json,
+    js_keys,
+    js_number_to_string,
+    to_double,
+)
+from mule.pi._schema import (
+    TYPE_CHECKS,
+    Compiler,
+    code_points,
+    is_integer,
+    is_multiple,
+    is_number,
+    never,
+    unique,
+)
+from mule.pi._schema_formats import FORMATS
+from mule.pi._schema_refs import is_schema_object, list_at, object_at
+from mule.pi._schema_regex import compile_pattern
 
-MAX_ERRORS: Final = 8  # TypeBox's `Settings.maxErrors`, a cap per error context.
-_INDEX: Final = re.compile(r"0|[1-9][0-9]{0,9}")  # an array index of a JSON pointer (ASCII only)
+SchemaError = tuple[str, str, str]  # (JSON Pointer path, keyword, message)
+_LISTED_VALUES: Final = 20
+
+
+def _num(value: Any) -> str:
+    return js_number_to_string(value)
+
+
+def _join_item(item: Any) -> str:
+    """JS `Array.prototype.join`'s text of one element."""
+    if item is None:
+        return ""
+    if item is True or item is False:
+        return "true" if item else "false"
+    if is_js_number(item):
+        return js_number_to_string(item)
+    if isinstance(item, str):
+        return item
+    if isinstance(item, list):
+        return ",".join(_join_item(x) for x in item)
+    return "[object Object]"
+
+
+def type_name(v: Any) -> str:
+    """pi-schema's name of a value's type in a type error."""
+    if v is None:
+        return "null"
+    if isinstance(v, list):
+        return "array"
+    if isinstance(v, bool):
+        return "boolean"
+    if is_js_number(v):
+        if is_integer(v):
+            return "integer"
+        return "number" if is_number(v) else js_number_to_string(v)
+    if isinstance(v, str):
+        return "string"
+    return "object"
+
+
+def list_values(values: list[Any]) -> str:
+    """`values` as JSON, the first 20 and how many more."""
+    if len(values) <= _LISTED_VALUES:
+        return js_json(values)
+    listed = js_json(values[:_LISTED_VALUES])
+    return f"{listed[:-1]}, ... and {len(values) - _LISTED_VALUES} more]"
+
+
+def pointer(path: str, key: str) -> str:
+    return f"{path}/{key.replace('~', '~0').replace('/', '~1')}"
+
+
+def _contains_message(low: float, high: float) -> str:
+    if high == float("inf"):
+        return f"expected at least {_num(low)} matching {'item' if low == 1 else 'items'}"
+    if low == 0:
+        return f"expected at most {_num(high)} matching {'item' if high == 1 else 'items'}"
+    return f"expected between {_num(low)} and {_num(high)} matching items"
+
+
+def _units(text: str) -> int:
+    """JS `string.length` (UTF-16 units)."""
+    return len(text) + sum(1 for ch in text if ord(ch) > 0xFFFF)
+
+
+def _js_key(value: Any) -> tuple[str, Any]:
+    """Return a key under which two primitives are the same exactly when JS's Set sees one."""
+    if is_js_number(value):
+        return ("n", to_double(value))
+    return (type(value).__name__, value)
 
 
 @final
-class ErrorContext:
-    """One TypeBox error context: keyword errors, capped at `MAX_ERRORS`."""
+class Explainer:
+    """Explains failures of one compiled schema."""
 
-    def __init__(self) -> None:
-        self.items: list[tuple[str, str, dict[str, Any]]] = []
+    def __init__(self, compiler: Compiler) -> None:
+        self.c = compiler
+        self._memo: dict[tuple[int, int], tuple[str, list[SchemaError], Any]] = {}
 
-    def full(self) -> bool:
-        return len(self.items) >= MAX_ERRORS
+    def errors(self, value: Any) -> list[SchemaError]:
+        """Return the errors of `value` (at least one; it failed the check)."""
+        out: list[SchemaError] = []
+        try:
+            self.walk(self.c.schema, self.c.r.root_base, value, "", out)
+        finally:
+            self._memo = {}
+        return out or [("", "schema", "invalid")]
 
-    def add(self, keyword: str, path: str, params: dict[str, Any] | None = None) -> bool:
-        if not self.full():
-            self.items.append((keyword, path, params or {}))
-        return False
+    def ok(self, node: Any, base: str, v: Any) -> bool:
+        return self.c.check(node, base)(v)
 
-    def extend(self, other: ErrorContext) -> bool:
-        for item in other.items:
-            self.add(*item)
-        return False
+    def walk(self, node: Any, base: str, v: Any, path: str, out: list[SchemaError]) -> None:
+        if node is True:
+            return
+        if node is False:
+            out.append((path, "false", "no value is allowed here"))
+            return
+        if not is_schema_object(node):
+            return
+        b = self.c.r.base_for(node, base)
+        if self.ok(node, b, v):
+            return
+        start = len(out)
 
+        def push(keyword: str, message: str, at: str = path) -> None:
+            out.append((at, keyword, message))
 
-def _fragment(key: str) -> str:
-    return key.replace("~", "~0").replace("/", "~1")
+        if "type" in node:
+            raw = node["type"]
+            types = raw if isinstance(raw, list) else [raw]
+            checks = [TYPE_CHECKS.get(t, never) if isinstance(t, str) else never for t in types]
+            if not any(check(v) for check in checks):
+                names = " or ".join(_join_item(t) for t in types)
+                push("type", f"expected {names}, got {type_name(v)}")
+                return
+        if isinstance(node.get("enum"), list) and not any(js_equal(v, m) for m in node["enum"]):
+            push("enum", f"expected one of {list_values(node['enum'])}")
+        if "const" in node and not js_equal(v, node["const"]):
+            push("const", f"expected {js_json(node['const'])}")
+        if isinstance(v, str) and node.get("type") != "bytes":
+            self._string(node, v, push)
+        if is_js_number(v):
+            self._number(node, v, push)
+        if isinstance(v, dict):
+            self._object(node, b, v, path, out, push)
+        if isinstance(v, list):
+            self._array(node, b, v, path, out, push)
+        if isinstance(node.get("allOf"), list):
+            for s in node["allOf"]:
+                self.walk(s, b, v, path, out)
+        if isinstance(node.get("anyOf"), list):
+            self._union(node["anyOf"], b, v, path, out, exactly_one=False)
+        if isinstance(node.get("oneOf"), list):
+            self._union(node["oneOf"], b, v, path, out, exactly_one=True)
+        if "not" in node and self.ok(node["not"], b, v):
+            push("not", "must not match the schema in not")
+        if "if" in node:
+            branch = "then" if self.ok(node["if"], b, v) else "else"
+            if branch in node:
+                self.walk(node[branch], b, v, path, out)
+        if isinstance(node.get("$ref"), str):
+            self._ref(node["$ref"], b, v, path, out)
+        if len(out) == start and ("unevaluatedProperties" in node or "unevaluatedItems" in node):
+            self._unevaluated(node, b, v, path, out)
+        if len(out) == start and isinstance(node.get("$dynamicRef"), str):
+            push("$dynamicRef", "does not match the dynamically referenced schema")
 
+    def _ref(self, ref: str, base: str, v: Any, path: str, out: list[SchemaError]) -> None:
+        target, target_base = self.c.r.resolve(ref, base)
+        if target is False and self.c.r.is_unresolved(ref, base):
+            out.append((path, "$ref", f"unresolved reference {ref}"))
+            return
+        if not is_schema_object(target) or not isinstance(v, dict | list):
+            self.walk(target, target_base, v, path, out)
+            return
+        # A recursive union explains each branch; the same child is explained once per call.
+        key = (id(target), id(v))
+        known = self._memo.get(key)
+        if known is not None and known[0] == path:
+            out.extend(known[1])
+            return
+        errors: list[SchemaError] = []
+        self.walk(target, target_base, v, path, errors)
+        self._memo[key] = (path, errors, v)  # `v` kept alive: its id stays its own
+        out.extend(errors)
 
-@final
-class ErrorWalker:
-    """TypeBox's `ErrorSchema`: every failing keyword adds errors, in TypeBox's keyword order."""
+    def _string(self, node: Mapping[str, Any], v: str, push: Any) -> None:
+        n = code_points(v)
+        if is_js_number(node.get("minLength")) and n < to_double(node["minLength"]):
+            push("minLength", f"expected at least {_num(node['minLength'])} characters")
+        if is_js_number(node.get("maxLength")) and n > to_double(node["maxLength"]):
+            push("maxLength", f"expected at most {_num(node['maxLength'])} characters")
+        if isinstance(node.get("pattern"), str) and not compile_pattern(node["pattern"])(v):
+            push("pattern", f"expected to match {node['pattern']}")
+        name = node.get("format")
+        fmt = FORMATS.get(name) if isinstance(name, str) else None
+        if fmt is not None and not fmt(v):
+            push("format", f"expected format {name}")
 
-    def __init__(self, root: Schema) -> None:
-        self._root = root
-
-    def check(self, schema: Schema, value: Any) -> bool:
-        errors = ErrorContext()
-        errors.full = lambda: False  # type: ignore[method-assign]  # a check has no cap
-        return self.walk(errors, "", schema, value)
-
-    def walk(self, ctx: ErrorContext, path: str, schema: Schema, value: Any) -> bool:
-        if ctx.full():
-            return False
-        if isinstance(schema, bool):
-            return schema or ctx.add("boolean", path)
-        if not isinstance(schema, Mapping):
-            return True
-        ok = True
-        kind = schema.get("type")
-        if isinstance(kind, str) or (
-            isinstance(kind, list) and all(isinstance(k, str) for k in kind)
+    def _number(self, node: Mapping[str, Any], v: Any, push: Any) -> None:
+        d = to_double(v)
+        for key, sign in (
+            ("minimum", ">="),
+            ("maximum", "<="),
+            ("exclusiveMinimum", ">"),
+            ("exclusiveMaximum", "<"),
         ):
-            names = [kind] if isinstance(kind, str) else kind
-            known = ("number", "integer", "boolean", "string", "null", "array", "object")
-            if not any(type_matches(value, k) if k in known else True for k in names):
-                ok = ctx.add("type", path, {"type": kind})
-        if isinstance(value, dict):
-            ok = self._object(ctx, path, schema, value) and ok
-        if isinstance(value, list):
-            ok = self._array(ctx, path, schema, value) and ok
-        if isinstance(value, str):
-            ok = self._string(ctx, path, schema, value) and ok
-        if is_js_number(value):
-            ok = self._number(ctx, path, schema, value) and ok
-        return self._logic(ctx, path, schema, value) and ok
-
-    def _all(self, results: Iterable[bool]) -> bool:
-        return all(list(results))  # evaluate every operand, like TypeBox's EveryAll
+            limit = node.get(key)
+            if not isinstance(limit, int | float) or isinstance(limit, bool):
+                continue
+            bound = to_double(limit)
+            fails = {">=": d < bound, "<=": d > bound, ">": d <= bound, "<": d >= bound}[sign]
+            if fails:
+                push(key, f"expected {sign} {_num(limit)}")
+        divisor = node.get("multipleOf")
+        if is_js_number(divisor) and not is_multiple(v, divisor):
+            push("multipleOf", f"expected a multiple of {_num(divisor)}")
 
     def _object(
-        self, ctx: ErrorContext, path: str, schema: Mapping[str, Any], value: dict[str, Any]
-    ) -> bool:
-        ok = True
-        keys = js_keys(value)
-        required = schema.get("required")
-        if isinstance(required, list) and all(isinstance(k, str) for k in required):
-            missing = [k for k in required if k not in value]
-            if missing:
-                ok = ctx.add("required", path, {"requiredProperties": missing})
-        extra = schema.get("additionalProperties")
-        if isinstance(extra, Mapping | bool):
-            # TypeBox joins the patterns and `^key$` of each property into one regex; searching
-            # each on its own matches the same keys, and flags such as `(?i)` or
-            # back-references in one pattern cannot break (or renumber) the others.
-            patterns = list(schema.get("patternProperties") or {})
-            declared = schema.get("properties") or {}
-            bad = [
-                k
-                for k in keys
-                if not (
-                    k in declared
-                    or any(re.search(p, k) for p in patterns)
-                    or self.walk(ctx, f"{path}/{_fragment(k)}", extra, value[k])
-                )
-            ]
-            if bad:
-                ok = ctx.add("additionalProperties", path, {"additionalProperties": bad})
-        if keys:
-            for name in ("dependencies", "dependentRequired", "dependentSchemas"):
-                entries = schema.get(name)
-                if isinstance(entries, Mapping):
-                    ok = self._dependencies(ctx, path, name, entries, value) and ok
-        pattern_props = schema.get("patternProperties")
-        if isinstance(pattern_props, Mapping):
-            ok = (
-                self._all(
-                    not re.search(pattern, k)
-                    or self.walk(ctx, f"{path}/{_fragment(k)}", sub, value[k])
-                    for pattern, sub in pattern_props.items()
-                    for k in keys
-                )
-                and ok
-            )
-        properties = schema.get("properties")
-        if isinstance(properties, Mapping):
-            ok = (
-                self._all(
-                    k not in value
-                    or self.walk(ctx, f"{path}/{_fragment(k)}", properties[k], value[k])
-                    for k in js_keys(properties)
-                )
-                and ok
-            )
-        if "propertyNames" in schema:
-            bad = [
-                k
-                for k in keys
-                if not self.walk(ctx, f"{path}/{_fragment(k)}", schema["propertyNames"], k)
-            ]
-            if bad:
-                ok = ctx.add("propertyNames", path, {"propertyNames": bad})
-        for name, fits in (
-            ("minProperties", len(keys).__ge__),
-            ("maxProperties", len(keys).__le__),
-        ):
-            if is_js_number(schema.get(name)) and not fits(schema[name]):
-                ok = ctx.add(name, path, {"limit": schema[name]})
-        return ok
-
-    def _dependencies(
         self,
-        ctx: ErrorContext,
+        node: Mapping[str, Any],
+        b: str,
+        v: dict[str, Any],
         path: str,
-        name: str,
-        entries: Mapping[str, Any],
-        value: dict[str, Any],
-    ) -> bool:
-        results = []
-        for key in js_keys(entries):
-            if key not in value:
+        out: list[SchemaError],
+        push: Any,
+    ) -> None:
+        properties = object_at(node, "properties")
+        for k in list_at(node, "required"):
+            if isinstance(k, str) and k not in v:
+                push("required", "missing", pointer(path, k))
+        for k in js_keys(properties):
+            if k in v:
+                self.walk(properties[k], b, v[k], pointer(path, k), out)
+        raw_patterns = object_at(node, "patternProperties")
+        patterns = [(p, raw_patterns[p]) for p in js_keys(raw_patterns)]
+        extra = node.get("additionalProperties", None)
+        has_extra = "additionalProperties" in node
+        names = node.get("propertyNames")
+        for k in js_keys(v):
+            matched = k in properties
+            for p, s in patterns:
+                if compile_pattern(p)(k):
+                    matched = True
+                    self.walk(s, b, v[k], pointer(path, k), out)
+            if not matched and has_extra:
+                if extra is False:
+                    push("additionalProperties", "unknown field", pointer(path, k))
+                else:
+                    self.walk(extra, b, v[k], pointer(path, k), out)
+            if "propertyNames" in node and not self.ok(names, b, k):
+                push("propertyNames", "invalid property name", pointer(path, k))
+        count = len(v)
+        if is_js_number(node.get("minProperties")) and count < to_double(node["minProperties"]):
+            push("minProperties", f"expected at least {_num(node['minProperties'])} properties")
+        if is_js_number(node.get("maxProperties")) and count > to_double(node["maxProperties"]):
+            push("maxProperties", f"expected at most {_num(node['maxProperties'])} properties")
+        dependencies = {**object_at(node, "dependentRequired"), **object_at(node, "dependencies")}
+        for k in js_keys(dependencies):
+            if k not in v:
                 continue
-            dependency = entries[key]
-            if isinstance(dependency, list):
-                # `dependencies` stops at the first missing name (JS `every`);
-                # `dependentRequired` reports each one.
-                found = True
-                for each in dependency:
-                    if each not in value:
-                        found = ctx.add(name, path, {"property": key, "dependencies": dependency})
-                        if name == "dependencies":
-                            break
-                results.append(found)
-            else:
-                results.append(self.walk(ctx, path, dependency, value))
-        return all(results)
+            d = dependencies[k]
+            if not isinstance(d, list):
+                self.walk(d, b, v, path, out)
+                continue
+            for r in d:
+                if _own_key(r) not in v:
+                    push(
+                        "dependentRequired",
+                        f"required when {k} is present",
+                        pointer(path, _text(r)),
+                    )
+        dependent = object_at(node, "dependentSchemas")
+        for k in js_keys(dependent):
+            if k in v:
+                self.walk(dependent[k], b, v, path, out)
 
     def _array(
-        self, ctx: ErrorContext, path: str, schema: Mapping[str, Any], value: list[Any]
-    ) -> bool:
-        ok = True
-        items = schema.get("items")
-        if "additionalItems" in schema and isinstance(items, list):
-            for index in range(
-                len(items), len(value)
-            ):  # TypeBox's `Every` stops at the first failure
-                if not self.walk(ctx, f"{path}/{index}", schema["additionalItems"], value[index]):
-                    ok = False
-                    break
-        contains = schema.get("contains")
-        if (
-            "contains" in schema
-            and schema.get("minContains") != 0
-            and not any(self.check(contains, item) for item in value)
-        ):
-            ok = ctx.add("contains", path, {"minContains": 1})
-        if isinstance(items, list):
-            ok = (
-                self._all(
-                    self.walk(ctx, f"{path}/{i}", s, value[i])
-                    for i, s in enumerate(items)
-                    if i < len(value)
-                )
-                and ok
+        self,
+        node: Mapping[str, Any],
+        b: str,
+        v: list[Any],
+        path: str,
+        out: list[SchemaError],
+        push: Any,
+    ) -> None:
+        prefix: list[Any] = []
+        if isinstance(node.get("items"), list):
+            prefix = node["items"]
+            rest_key = "additionalItems"
+        else:
+            if isinstance(node.get("prefixItems"), list):
+                prefix = node["prefixItems"]
+            rest_key = "items"
+        for i, item in enumerate(v):
+            if i < len(prefix):
+                self.walk(prefix[i], b, item, f"{path}/{i}", out)
+            elif rest_key in node:
+                self.walk(node[rest_key], b, item, f"{path}/{i}", out)
+        if is_js_number(node.get("minItems")) and len(v) < to_double(node["minItems"]):
+            push("minItems", f"expected at least {_num(node['minItems'])} items")
+        if is_js_number(node.get("maxItems")) and len(v) > to_double(node["maxItems"]):
+            push("maxItems", f"expected at most {_num(node['maxItems'])} items")
+        if node.get("uniqueItems") is True and not unique(v):
+            push("uniqueItems", "expected unique items")
+        if "contains" in node:
+            low = to_double(node["minContains"]) if is_js_number(node.get("minContains")) else 1.0
+            high = (
+                to_double(node["maxContains"])
+                if is_js_number(node.get("maxContains"))
+                else float("inf")
             )
-        elif isinstance(items, Mapping | bool):
-            start = len(schema.get("prefixItems") or [])
-            ok = (
-                self._all(
-                    self.walk(ctx, f"{path}/{i}", items, value[i]) for i in range(start, len(value))
-                )
-                and ok
-            )
-        if "contains" in schema:
-            count = sum(1 for item in value if self.check(contains, item))
-            if is_js_number(schema.get("minContains")) and count < schema["minContains"]:
-                ok = ctx.add("contains", path, {"minContains": schema["minContains"]})
-            if is_js_number(schema.get("maxContains")) and count > schema["maxContains"]:
-                ok = ctx.add("contains", path, {"minContains": schema.get("minContains", 1)})
-        for name, fits in (("minItems", len(value).__ge__), ("maxItems", len(value).__le__)):
-            if is_js_number(schema.get(name)) and not fits(schema[name]):
-                ok = ctx.add(name, path, {"limit": schema[name]})
-        prefix = schema.get("prefixItems")
-        if isinstance(prefix, list) and value:
-            ok = (
-                self._all(
-                    self.walk(ctx, f"{path}/{i}", s, value[i])
-                    for i, s in enumerate(prefix)
-                    if i < len(value)
-                )
-                and ok
-            )
-        if schema.get("uniqueItems") is True:
-            seen: list[Any] = []
-            duplicate = False
-            for item in value:
-                duplicate = duplicate or any(js_equal(item, other) for other in seen)
-                seen.append(item)
-            if duplicate:
-                ok = ctx.add("uniqueItems", path)
-        return ok
+            matches = self.c.check(node["contains"], b)
+            if not low <= sum(1 for x in v if matches(x)) <= high:
+                push("contains", _contains_message(low, high))
 
-    def _string(self, ctx: ErrorContext, path: str, schema: Mapping[str, Any], value: str) -> bool:
-        ok = True
-        for name, fits in (("minLength", len(value).__ge__), ("maxLength", len(value).__le__)):
-            if is_js_number(schema.get(name)) and not fits(schema[name]):
-                ok = ctx.add(name, path, {"limit": schema[name]})
-        if isinstance(schema.get("format"), str) and not formats().conforms(
-            value, schema["format"]
-        ):
-            ok = ctx.add("format", path, {"format": schema["format"]})
-        if isinstance(schema.get("pattern"), str) and not re.search(schema["pattern"], value):
-            ok = ctx.add("pattern", path, {"pattern": schema["pattern"]})
-        return ok
-
-    def _number(
-        self, ctx: ErrorContext, path: str, schema: Mapping[str, Any], value: float
-    ) -> bool:
-        ok = True
-        bounds: tuple[tuple[str, str, Callable[[float, float], bool]], ...] = (
-            ("exclusiveMinimum", ">", float.__gt__),
-            ("exclusiveMaximum", "<", float.__lt__),
-            ("minimum", ">=", float.__ge__),
-            ("maximum", "<=", float.__le__),
-        )
-        for name, comparison, fits in bounds:
-            limit = schema.get(name)
+    def _union(
+        self,
+        branches: list[Any],
+        b: str,
+        v: Any,
+        path: str,
+        out: list[SchemaError],
+        *,
+        exactly_one: bool,
+    ) -> None:
+        matches = sum(1 for s in branches if self.ok(s, b, v))
+        if matches == 1 or (not exactly_one and matches > 0):
+            return
+        keyword = "oneOf" if exactly_one else "anyOf"
+        if matches > 1:
+            out.append((path, keyword, "matches more than one alternative"))
+            return
+        tag = self._tag(branches, b)
+        if tag is not None and isinstance(v, dict):
+            key, values = tag
+            index = next((i for i, x in enumerate(values) if key in v and js_equal(v[key], x)), -1)
+            if index < 0:
+                out.append((pointer(path, key), keyword, f"expected one of {list_values(values)}"))
+            else:
+                self.walk(branches[index], b, v, path, out)
+            return
+        best: tuple[list[SchemaError], int] | None = None
+        for s in branches:
+            errors: list[SchemaError] = []
+            self.walk(s, b, v, path, errors)
+            if not errors:
+                continue
+            declared = self._declared_keys(s, b, v) if isinstance(v, dict) else 0
             if (
-                isinstance(limit, int | float)
-                and is_js_number(limit)
-                and not fits(to_double(value), to_double(limit))
+                best is None
+                or declared > best[1]
+                or (declared == best[1] and _units(errors[0][0]) > _units(best[0][0][0]))
             ):
-                ok = ctx.add(name, path, {"comparison": comparison, "limit": limit})
-        if is_js_number(schema.get("multipleOf")) and not multiple_of(schema["multipleOf"], value):
-            ok = ctx.add("multipleOf", path, {"multipleOf": schema["multipleOf"]})
-        return ok
+                best = (errors, declared)
+        out.extend(best[0] if best is not None else [(path, keyword, "matches no alternative")])
 
-    def _logic(self, ctx: ErrorContext, path: str, schema: Mapping[str, Any], value: Any) -> bool:
-        ok = True
-        ref = schema.get("$ref")
-        if isinstance(ref, str):
-            target = self._resolve(ref)
-            inner = ErrorContext()
-            valid = target is not None and self.walk(inner, path, target, value)
-            if not valid:
-                ok = ctx.extend(inner)
-        if "const" in schema and not js_equal(value, schema["const"]):
-            ok = ctx.add("const", path)
-        if isinstance(schema.get("enum"), list) and not any(
-            js_equal(value, e) for e in schema["enum"]
-        ):
-            ok = ctx.add("enum", path)
-        if "if" in schema:
-            ok = self._if(ctx, path, schema, value) and ok
-        if "not" in schema and self.check(schema["not"], value):
-            ok = ctx.add("not", path)
-        for name in ("allOf", "anyOf", "oneOf"):
-            members = schema.get(name)
-            if isinstance(members, list):
-                ok = self._combinator(ctx, path, name, members, value) and ok
-        return ok
+    def _resolved(self, s: Any, b: str) -> Any:
+        if is_schema_object(s) and isinstance(s.get("$ref"), str):
+            return self.c.r.resolve(s["$ref"], self.c.r.base_for(s, b))[0]
+        return s
 
-    def _if(self, ctx: ErrorContext, path: str, schema: Mapping[str, Any], value: Any) -> bool:
-        trial = ErrorContext()
-        if self.walk(trial, path, schema["if"], value):
-            return self.walk(trial, path, schema.get("then", True), value) or ctx.add(
-                "if", path, {"failingKeyword": "then"}
-            )
-        return self.walk(ctx, path, schema.get("else", True), value) or ctx.add(
-            "if", path, {"failingKeyword": "else"}
-        )
+    def _declared_keys(self, s: Any, b: str, v: dict[str, Any]) -> int:
+        node = self._resolved(s, b)
+        properties = object_at(node, "properties") if isinstance(node, dict) else {}
+        return sum(1 for k in v if k in properties)
 
-    def _combinator(
-        self, ctx: ErrorContext, path: str, name: str, members: list[Schema], value: Any
-    ) -> bool:
-        failed: list[ErrorContext] = []
-        passed = 0
-        for member in members:
-            inner = ErrorContext()
-            if self.walk(inner, path, member, value):
-                passed += 1
-            else:
-                failed.append(inner)
-        if name == "allOf":
-            if passed == len(members):
-                return True
-            for inner in failed:
-                ctx.extend(inner)
-            return False
-        if (name == "anyOf" and passed > 0) or (name == "oneOf" and passed == 1):
-            return True
-        if passed == 0:
-            for inner in failed:
-                ctx.extend(inner)
-        return ctx.add(name, path)
-
-    def _resolve(self, ref: str) -> Schema | None:
-        if not ref.startswith("#"):
+    def _tag(self, branches: list[Any], b: str) -> tuple[str, list[Any]] | None:
+        resolved = [self._resolved(s, b) for s in branches]
+        first = resolved[0] if resolved else None
+        if not isinstance(first, dict) or not isinstance(first.get("properties"), dict):
             return None
-        node: Any = self._root
-        pointer = ref[1:]
-        if pointer == "":
-            return node
-        if not pointer.startswith("/"):
-            return None
-        for raw in pointer[1:].split("/"):
-            part = raw.replace("~1", "/").replace("~0", "~")
-            if isinstance(node, Mapping) and part in node:
-                node = node[part]
-            elif isinstance(node, list) and _INDEX.fullmatch(part) and int(part) < len(node):
-                node = node[int(part)]
+        for key in js_keys(first["properties"]):
+            values: list[Any] = []
+            for s in resolved:
+                props = object_at(s, "properties") if isinstance(s, dict) else {}
+                tag = props.get(key)
+                if not isinstance(tag, dict) or "const" not in tag:
+                    break
+                values.append(tag["const"])
             else:
-                return None
-        return node
+                if all(not isinstance(x, dict | list) for x in values) and len(
+                    {_js_key(x) for x in values}
+                ) == len(values):
+                    return key, values
+        return None
+
+    def _unevaluated(
+        self, node: Mapping[str, Any], b: str, v: Any, path: str, out: list[SchemaError]
+    ) -> None:
+        from mule.pi._schema_unevaluated import Annotations, annotating_check
+
+        rest = {
+            k: x
+            for k, x in node.items()
+            if k not in ("unevaluatedProperties", "unevaluatedItems", "$id")
+        }
+        a = Annotations()
+        annotating_check(self.c, rest, b)(v, a)
+        props = node.get("unevaluatedProperties")
+        if isinstance(v, dict) and "unevaluatedProperties" in node and not a.all_props:
+            for k in js_keys(v):
+                if k in a.props:
+                    continue
+                if props is False:
+                    out.append((pointer(path, k), "unevaluatedProperties", "unknown field"))
+                else:
+                    self.walk(props, b, v[k], pointer(path, k), out)
+        items = node.get("unevaluatedItems")
+        if isinstance(v, list) and "unevaluatedItems" in node and not a.all_items:
+            for i in range(a.items, len(v)):
+                if i in a.indexes:
+                    continue
+                if items is False:
+                    out.append((f"{path}/{i}", "unevaluatedItems", "unexpected item"))
+                else:
+                    self.walk(items, b, v[i], f"{path}/{i}", out)
 
 
-__all__ = ["MAX_ERRORS", "ErrorContext", "ErrorWalker"]
+def _own_key(name: Any) -> Any:
+    return _text(name) if not isinstance(name, dict | list) else None
+
+
+def _text(name: Any) -> str:
+    return name if isinstance(name, str) else _join_item(name)
+
+
+__all__ = ["Explainer", "SchemaError", "list_values", "pointer", "type_name"]

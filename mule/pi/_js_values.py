@@ -22,13 +22,18 @@ _JS_SPACE: Final = (
     "\t\n\v\f\r \xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a"
     "\u2028\u2029\u202f\u205f\u3000\ufeff"
 )
-_DECIMAL: Final = re.compile(r"[+-]?(?:Infinity|(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?)")
+# Unambiguous (`[0-9]+(?:\.[0-9]*)?`, not `[0-9]+\.?[0-9]*`): a failed match on a long run of
+# digits backtracks linearly, not quadratically (8,000 digits took a second; issue 30).
+_DECIMAL: Final = re.compile(
+    r"[+-]?(?:Infinity|(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?)"
+)
 _RADIX: Final = {
     "x": (16, re.compile(r"[0-9a-fA-F]+")),
     "o": (8, re.compile(r"[0-7]+")),
     "b": (2, re.compile(r"[01]+")),
 }
 _ARRAY_INDEX: Final = re.compile(r"0|[1-9][0-9]*")
+_DIGITS: Final = frozenset("0123456789")
 
 
 def is_js_number(value: object) -> bool:
@@ -116,7 +121,11 @@ def js_keys(mapping: Mapping[str, Any]) -> list[str]:
     """Return a mapping's keys in JS order: array-index keys ascending, then insertion order."""
     keys = list(mapping)
     # At most 10 digits: an index is below 2**32 - 1 (and int() of a 4,300-digit key raises).
-    index = [k for k in keys if len(k) <= 10 and _ARRAY_INDEX.fullmatch(k) and int(k) < 2**32 - 1]
+    index = [
+        k
+        for k in keys
+        if k[:1] in _DIGITS and len(k) <= 10 and _ARRAY_INDEX.fullmatch(k) and int(k) < 2**32 - 1
+    ]
     if not index:
         return keys
     chosen = set(index)
@@ -182,6 +191,23 @@ def js_stringify(value: object, indent: str = "  ", _depth: int = 0) -> str:
     return "null"  # JSON.stringify drops what JSON cannot hold; arguments never carry such values
 
 
+def js_json(value: object) -> str:
+    """Return JS `JSON.stringify(value)` (compact) for a JSON value.
+
+    >>> js_json({"b": [1.0, None], "1": "x"})
+    '{"1":"x","b":[1,null]}'
+    """
+    if isinstance(value, Mapping):
+        return (
+            "{"
+            + ",".join(f"{_js_string_literal(k)}:{js_json(value[k])}" for k in js_keys(value))
+            + "}"
+        )
+    if isinstance(value, list | tuple):
+        return "[" + ",".join(js_json(item) for item in value) + "]"
+    return js_stringify(value)
+
+
 def js_equal(left: object, right: object) -> bool:
     """Return TypeBox's deep equality: JS `===` on primitives (1 == 1.0, true != 1)."""
     if is_js_number(left) and is_js_number(right):
@@ -233,6 +259,7 @@ __all__ = [
     "clone_json",
     "is_js_number",
     "js_equal",
+    "js_json",
     "js_keys",
     "js_number",
     "js_number_to_string",

@@ -2,26 +2,23 @@
 
 A tool's schema comes from whoever wrote the tool (a host, an MCP server), and it is evaluated
 against arguments chosen by a model. For every evaluation to end in a typed answer, a schema
-must be: nested at most `MAX_SCHEMA_DEPTH` deep; written with patterns that Python's `re`
-compiles; referencing only what resolves within itself or the host's registry (a remote `$ref`
-is never fetched: that would be a request chosen by the schema's author, made while
-validating); and free of reference cycles that do not descend into the value (`{"$ref": "#"}`
-would recurse forever on any value). A recursive schema that does descend (`items: {"$ref":
-"#"}`) is fine: the value's depth, bounded by `MAX_ARGUMENT_DEPTH`, bounds the recursion.
-
-An unresolvable fragment (`#/$defs/missing`) stays what TypeBox makes it, a failing subschema.
+must be nested at most `MAX_SCHEMA_DEPTH` deep and free of reference cycles that do not descend
+into the value (`{"$ref": "#"}` would recurse forever on any value; pi-schema overflows its
+stack there). A recursive schema that does descend (`items: {"$ref": "#"}`) is fine: the value's
+depth, bounded by `MAX_ARGUMENT_DEPTH`, bounds the recursion. Patterns are checked when they
+compile (`_schema_regex`). A reference that names nothing is pi-schema's failing subschema, and
+a remote one is never fetched (documents come only from the host's registry).
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
 from mule.pi._json import nested_deeper_than
 
 if TYPE_CHECKING:
-    from referencing import Registry
+    from mule.pi._schema_refs import Resolver
 
 MAX_SCHEMA_DEPTH: Final = 64  # JSON nesting of a whole schema document
 MAX_ARGUMENT_DEPTH: Final = 64  # JSON nesting of one call's arguments
@@ -42,7 +39,7 @@ _PART_ONE: Final = (
 )
 _PART_MANY: Final = ("prefixItems", "items")
 _PART_MAP: Final = ("properties", "patternProperties", "$defs", "definitions")
-_REFS: Final = ("$ref", "$dynamicRef", "$recursiveRef")
+_REFS: Final = ("$ref", "$dynamicRef")
 
 
 def _children(node: Mapping[str, Any]) -> Iterator[tuple[bool, Any]]:
@@ -65,46 +62,21 @@ def _children(node: Mapping[str, Any]) -> Iterator[tuple[bool, Any]]:
                 yield from ((same, each) for each in sub.values() if isinstance(each, Mapping))
 
 
-def _patterns(node: Mapping[str, Any]) -> Iterator[str]:
-    if isinstance(node.get("pattern"), str):
-        yield node["pattern"]
-    if isinstance(node.get("patternProperties"), Mapping):
-        yield from (p for p in node["patternProperties"] if isinstance(p, str))
-
-
-def schema_problem(schema: Any, registry: Registry[Any] | None = None) -> str | None:
-    """Return why evaluating `schema` could fail untyped, hang or reach the network; or None."""
+def schema_problem(schema: Any, resolver: Resolver) -> str | None:
+    """Return why evaluating `schema` could fail untyped or never end; or None."""
     if nested_deeper_than(schema, MAX_SCHEMA_DEPTH):
         return f"nested deeper than {MAX_SCHEMA_DEPTH} levels"
     if not isinstance(schema, Mapping):
         return None
-    from referencing import Registry  # with the first compiled schema, not at import
-    from referencing.jsonschema import DRAFT202012
-
-    try:
-        root = DRAFT202012.create_resource(schema)
-        base = root.id() or ""
-        resolver = (registry or Registry()).with_resource(base, root).resolver(base_uri=base)
-    except Exception as exc:  # a malformed $id
-        return f"cannot index the schema: {exc}"
     same_edges: dict[int, list[int]] = {}
     seen: set[int] = set()
-    stack: list[tuple[Mapping[str, Any], Any]] = [(schema, resolver)]
+    stack: list[tuple[Mapping[str, Any], str]] = [(schema, resolver.root_base)]
     while stack:
-        node, here = stack.pop()
+        node, base = stack.pop()
         if id(node) in seen:
             continue
         seen.add(id(node))
-        if node is not schema and isinstance(node.get("$id"), str):
-            try:
-                here = here.in_subresource(DRAFT202012.create_resource(node))
-            except Exception as exc:
-                return f"cannot index the subschema with $id {node['$id']!r}: {exc}"
-        for pattern in _patterns(node):
-            try:
-                re.compile(pattern)
-            except (re.error, RecursionError, OverflowError, ValueError) as exc:
-                return f"pattern {pattern!r} is not a regular expression mule can use: {exc}"
+        here = resolver.base_for(node, base)
         edges = same_edges.setdefault(id(node), [])
         for same, sub in _children(node):
             if isinstance(sub, Mapping):
@@ -115,21 +87,11 @@ def schema_problem(schema: Any, registry: Registry[Any] | None = None) -> str | 
             ref = node.get(name)
             if not isinstance(ref, str):
                 continue
-            try:
-                resolved = here.lookup(ref)
-            except Exception:  # Unresolvable, or a pointer through a non-object
-                if ref.startswith("#"):
-                    continue  # TypeBox's failing subschema, decided while validating
-                return (
-                    f"{name} {ref!r} does not resolve within the schema; mule never fetches "
-                    "references (a host can supply a referencing.Registry)"
-                )
-            target = resolved.contents
+            target, target_base = resolver.resolve(ref, here)
             if isinstance(target, Mapping):
                 edges.append(id(target))
-                stack.append((target, resolved.resolver))
-    cycle = _same_value_cycle(same_edges)
-    if cycle:
+                stack.append((target, target_base))
+    if _same_value_cycle(same_edges):
         return "a reference cycle applies to the same value forever (self-referential schema)"
     return None
 

@@ -1,43 +1,31 @@
-r"""Pi's tool-argument gate: coerce a call's arguments against the tool's schema, then validate.
+r"""Pi's tool-argument gate: coerce a call's arguments towards the tool's schema, then validate.
 
-Mirrors pi-ai 0.73.1 `validateToolArguments` (`dist/utils/validation.js`) and the TypeBox 1.4
-validator it compiles. A Python `Tool.parameters` is plain JSON, and TypeBox's own `Value.Convert`
-pass is a no-op in Pi for plain JSON schemas (it acts only on in-memory TypeBox types), so only
-Pi's JSON-Schema coercion applies; it is mirrored here.
+Mirrors pi-ai 1.6.0 `validateToolArguments` (`dist/utils/validation.js`): the schema compiled
+once with `@earendil-works/pi-schema` (`compile(schema, {formats, coerce: true, unresolvedRefs:
+"reject"})`), the arguments copied, coerced and checked (`parse()`), and on failure one line per
+pi-schema error (its path dotted, its message) followed by the arguments as received.
 
-Validity is decided by `jsonschema` (Draft 2020-12, extended with what TypeBox also accepts:
-array-form `items`, `additionalItems`, `dependencies`, and TypeBox's tolerant `multipleOf`). The
-error lines of a failure follow TypeBox's error walk (its keyword order, its cap of 8 errors per
-context, its English messages), so the failure text matches Pi's line for line.
+The gate is built from parts, each in its own module: JS value semantics (`_js_values`), the
+compiled check (`_schema`, with `_schema_refs`, `_schema_formats`, `_schema_regex` and
+`_schema_unevaluated`), the coercion (`_coerce`), the errors (`_error_walk`) and the failure
+text (`_error_text`). No JSON Schema library is involved; a host's `referencing.Registry` only
+supplies documents for `$ref`s that leave the schema (none is ever fetched).
 
-The gate is built from parts, each in its own module: JS value semantics (`_js_values`), Pi's
-coercion (`_coerce`), the compiled jsonschema dialect (`_schema`), TypeBox's error walk
-(`_error_walk`) and the failure text (`_error_text`).
-
-Known divergences from Pi (outside what tool schemas normally use):
-- `pattern`/`patternProperties` use Python `re`, not JS `RegExp(p, "u")` (Python's `\d` and `\w`
-  also match non-ASCII digits and letters); `format` uses jsonschema's format checker, whose set
-  of known formats differs from TypeBox's registry.
-- Error lines follow only local `$ref`s (`#`, `#/...`); for `$dynamicRef`, `$recursiveRef`,
-  `unevaluatedItems` and `unevaluatedProperties` jsonschema still decides validity, but when the
-  walk finds nothing the lines fall back to jsonschema's own paths and messages.
-- JS `key in value` also sees inherited names ("toString", "constructor"); Python does not.
-- Numbers are JS doubles: a coerced integral value within 2**53 comes back as `int`, otherwise as
-  `float`; an `int` beyond 2**53 is printed (String(), "Received arguments") as the double JS sees.
-
-The gate is total, unlike Pi's (whose JS engine has a deeper stack): whatever the schema and the
-arguments, it returns or raises `ToolArgumentsError` or `ToolSchemaError`. Schemas are checked
-once by `_schema_bounds` (depth, patterns, references that resolve within the schema or a
-host's `referencing.Registry`, never fetched; no self-referential cycle); arguments nested deeper
-than `MAX_ARGUMENT_DEPTH` fail validation with a line that says so.
+Deliberately unlike Pi: the gate is total. Whatever the schema and the arguments, it returns or
+raises `ToolArgumentsError` or `ToolSchemaError`: a schema pi-schema cannot compile (a
+subschema that is not an object or a boolean, a pattern no engine compiles), one nested deeper
+than `MAX_SCHEMA_DEPTH` or with a reference cycle on the same value is a `ToolSchemaError`
+(pi's would throw, or overflow its stack, on every call), and arguments nested deeper than
+`MAX_ARGUMENT_DEPTH` fail validation with a line that says so. The other known differences
+(pattern engine, approximate URL/IDN formats, JS-only types) are in the modules that own them.
 """
 
 from __future__ import annotations
 
 import functools
 import json
+import math
 import weakref
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar, final
 
 from mule.pi._coerce import Coercer
@@ -48,34 +36,26 @@ from mule.pi._error_text import (
     ToolSchemaError,
     arguments_error,
     display_path,
-    error_message,
 )
-from mule.pi._error_walk import MAX_ERRORS, ErrorContext, ErrorWalker
-from mule.pi._js_values import clone_json
+from mule.pi._error_walk import Explainer
+from mule.pi._js_values import clone_json, to_double
 from mule.pi._json import JsonObject, JsonValue, nested_deeper_than
-from mule.pi._schema import Schema, check_schema, formats, pi_validator
+from mule.pi._schema import Compiler, Schema, SchemaCompileError
 from mule.pi._schema_bounds import MAX_ARGUMENT_DEPTH, MAX_SCHEMA_DEPTH, schema_problem
-from mule.pi._simple_schema import simple_check
+from mule.pi._schema_refs import Resolver
+from mule.pi._schema_regex import PatternError
 
 if TYPE_CHECKING:
-    from jsonschema.protocols import Validator
     from referencing import Registry
-
-
-@functools.cache
-def _empty() -> Registry[Any]:
-    """No resources and no retrieval: nothing is ever fetched (made with the first validator)."""
-    from referencing import Registry
-
-    return Registry()
 
 
 @final
 class ToolValidator:
-    """A tool's compiled argument gate: jsonschema validators built once, reused for every call.
+    """A tool's compiled argument gate: the schema compiled once, reused for every call.
 
-    `registry` (a `referencing.Registry`) is where `$ref`s that leave the schema resolve; without
-    one they are a `ToolSchemaError`, and no reference is ever retrieved from the network.
+    `registry` (a `referencing.Registry`) is where `$ref`s that leave the schema find their
+    documents; a reference that names nothing rejects the values at its place, as pi-ai's
+    `unresolvedRefs: "reject"` does. No reference is ever retrieved from the network.
 
     Attributes:
         name: The tool's name (in its errors).
@@ -90,41 +70,21 @@ class ToolValidator:
     ) -> None:
         self.name = name
         self.parameters = parameters
-        self._given = registry
-        self._compiled: Validator | None = None
-        # A plain schema (most tools') is decided without jsonschema, which then never loads:
-        # the same verdicts (`_simple_schema`), and nothing in it that a registry resolves.
-        self._is_valid: Callable[[Any], bool]
-        simple = None
-        if not nested_deeper_than(parameters, MAX_SCHEMA_DEPTH):
-            simple = simple_check(parameters)
-        if simple is not None:
-            self._is_valid = simple
-        else:
-            try:
-                problem = check_schema(parameters) or schema_problem(parameters, self._registry)
-                if problem is not None:
-                    raise ToolSchemaError(name, problem)
-                self._is_valid = self._validator.is_valid
-            except RecursionError:
-                raise ToolSchemaError(name, "nested too deeply to compile") from None
-        self._members: dict[int, Validator | None] = {}
-        self._coercer = Coercer(self._member_valid)
-        self._walker = ErrorWalker(parameters)
+        if nested_deeper_than(parameters, MAX_SCHEMA_DEPTH):
+            raise ToolSchemaError(name, f"nested deeper than {MAX_SCHEMA_DEPTH} levels")
+        self._compiler = Compiler(parameters, Resolver(parameters, registry))
+        try:
+            self._check = self._compiler.root()
+            problem = schema_problem(parameters, self._compiler.r)
+        except (SchemaCompileError, PatternError) as exc:
+            raise ToolSchemaError(name, str(exc)) from None
+        except RecursionError:
+            raise ToolSchemaError(name, "nested too deeply to compile") from None
+        if problem is not None:
+            raise ToolSchemaError(name, problem)
+        self._coercer: Coercer | None = None
+        self._explainer: Explainer | None = None
         self._flat = _flat_plan(parameters)
-
-    @property
-    def _registry(self) -> Registry[Any]:
-        return _empty() if self._given is None else self._given
-
-    @property
-    def _validator(self) -> Validator:
-        """The schema compiled by jsonschema (for a plain schema, only if a walk needs it)."""
-        if self._compiled is None:
-            self._compiled = pi_validator()(
-                self.parameters, format_checker=formats(), registry=self._registry
-            )
-        return self._compiled
 
     @classmethod
     def for_tool(cls, tool: Tool) -> ToolValidator:
@@ -147,58 +107,18 @@ class ToolValidator:
         cls._cache[key] = (weakref.ref(tool, lambda _: cls._cache.pop(key, None)), made)
         return made
 
-    def _member_valid(self, member: Schema, value: Any) -> bool:
-        """Return whether a union member, compiled on its own as Pi does, accepts `value`."""
-        key = id(member)
-        if key not in self._members:
-            try:
-                self._members[key] = pi_validator()(
-                    member, format_checker=formats(), registry=self._registry
-                )
-            except Exception:
-                self._members[key] = None
-        validator = self._members[key]
-        if validator is None:
-            return False
-        try:
-            return bool(validator.is_valid(value))
-        except Exception:  # an unresolvable $ref or a bad pattern: Pi's compiled member rejects too
-            return False
-
-    def _valid(self, value: Any) -> bool:
-        try:
-            return bool(self._is_valid(value))
-        except (
-            Exception
-        ) as why:  # a schema jsonschema cannot evaluate (bad regex, unresolvable $ref)
-            raise ToolSchemaError(self.name, str(why)) from why
-
-    def coerce(self, arguments: JsonObject) -> dict[str, Any]:
-        """Return Pi's coercion of a deep copy of `arguments` (the input is never mutated)."""
-        args = clone_json(arguments)
-        assert isinstance(args, dict)
-        coerced = self._coercer.coerce(args, self.parameters)
-        # Pi refills the copy when a union swapped in a coerced clone. Coercion never turns an
-        # object into a non-object, so Pi's branch for that case cannot arise from a JSON object.
-        if coerced is not args and isinstance(coerced, dict):
-            args.clear()
-            args.update(coerced)
-        return args
+    def coerce(self, arguments: JsonObject) -> Any:
+        """Return pi-schema's coercion of a copy of `arguments` (the input is never mutated)."""
+        if self._coercer is None:  # built on the first call, as pi-schema's coercer is
+            self._coercer = Coercer(self._compiler)
+        return self._coercer.coerce(clone_json(arguments))
 
     def errors(self, value: Any) -> tuple[tuple[str, str], ...]:
-        """Return Pi's (path, message) error lines for an invalid value."""
-        ctx = ErrorContext()
-        self._walker.walk(ctx, "", self.parameters, value)
-        lines = tuple(
-            (display_path(k, p, params), error_message(k, params)) for k, p, params in ctx.items
-        )
-        if lines:
-            return lines
-        # The walk missed what jsonschema saw (a keyword it does not model): use jsonschema's view.
-        found = sorted(self._validator.iter_errors(value), key=lambda e: list(e.absolute_path))
+        """Return pi-ai's (path, message) error lines for an invalid value."""
+        if self._explainer is None:
+            self._explainer = Explainer(self._compiler)
         return tuple(
-            (".".join(str(p) for p in e.absolute_path) or "root", e.message)
-            for e in found[:MAX_ERRORS]
+            (display_path(path), message) for path, _, message in self._explainer.errors(value)
         )
 
     def validate(self, call: ToolCall) -> dict[str, JsonValue]:
@@ -206,6 +126,12 @@ class ToolValidator:
 
         Raises `ToolSchemaError` when the schema cannot be evaluated on these arguments.
         """
+        # 1.6.0: a call whose arguments text did not parse (cut by a `length` stop) is refused
+        # with that error before any validation. The field comes with ToolCall's 1.6.0 fields.
+        unparsed = getattr(call, "arguments_error", None)
+        if unparsed:
+            text = f'Invalid arguments for tool "{call.name}": {unparsed}'
+            raise ToolArgumentsError(call.name, (), text)
         flat = self._flat
         if flat is not None:
             accepted = _flat_accepts(flat, call.arguments)
@@ -215,7 +141,11 @@ class ToolValidator:
             raise _too_deep(call.name)
         try:
             coerced = self.coerce(call.arguments)
-            if self._valid(coerced):
+            if self._check(coerced):
+                if not isinstance(coerced, dict):  # a root `type: "array"` wraps the object
+                    raise ToolSchemaError(
+                        self.name, "turns the arguments object into a non-object (root schema)"
+                    )
                 return coerced
             raise arguments_error(call.name, self.errors(coerced), call.arguments)
         except (ToolArgumentsError, ToolSchemaError):
@@ -229,8 +159,8 @@ class ToolValidator:
 
 
 # The fast path for the common tool schema: an object of typed scalar properties. Only values
-# that already have their property's JSON type (which Pi's coercion leaves alone and the schema
-# accepts) are decided here; anything else takes the full gate, so the verdicts are the same.
+# that already have their property's JSON type (which pi-schema's coercion leaves alone and its
+# check accepts) are decided here; anything else takes the full gate, so the verdicts are the same.
 _SCALARS: dict[str, tuple[type, ...]] = {
     "string": (str,),
     "integer": (int,),
@@ -287,8 +217,10 @@ def _flat_accepts(plan: _FlatPlan, arguments: object) -> dict[str, JsonValue] | 
         if kinds is None:
             if not extra or type(key) is not str or type(value) not in _PRIMITIVE:
                 return None
-        elif type(value) not in kinds:
-            return None
+        elif type(value) not in kinds or (
+            type(value) in (int, float) and not math.isfinite(to_double(value))
+        ):
+            return None  # JS sees a non-finite number (NaN, or an int beyond doubles): no number
     return dict(arguments)
 
 

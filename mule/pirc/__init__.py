@@ -19,6 +19,7 @@ from mule.pirc._config import (
     BridgeConfig,
     ThinkingOption,
     default_pi_executable,
+    project_pi,
 )
 from mule.pirc._events import (
     AgentEnd,
@@ -107,6 +108,7 @@ __all__ = [
     "decode_line",
     "default_pi_executable",
     "parse_record",
+    "project_pi",
 ]
 
 # Last, once every exported name is bound: public names read this face as their module.

@@ -107,6 +107,8 @@ class Bridge(JobCommands):
         self.returncode: int | None = None
         self._process: PiProcess | None = None
         self._tg: TaskGroup | None = None
+        self._entered = False
+        self._guards: list[anyio.CancelScope] = []  # the background tasks' own scopes
         self._pending = PendingCommands()
         self._barriers: dict[str, tuple[Job, int]] = {}
         self._subscribers = Subscribers()
@@ -141,7 +143,33 @@ class Bridge(JobCommands):
         return self._job
 
     async def __aenter__(self) -> Bridge:
-        await self.start()
+        """Spawn pi and start reading its output (the only way to start a bridge)."""
+        if self._entered:
+            raise RuntimeError("a Bridge is entered once")
+        self._entered = True
+        self._spawned_at = anyio.current_time()
+        try:
+            with anyio.CancelScope(shield=True):  # a spawned child is always reaped
+                process = self._process = await PiProcess.spawn(self.config)
+        except ProcessExited:
+            self.process_done.set()
+            raise
+        framer = LineFramer(self.config.max_line_bytes, self.stats.frames)
+        # The task group is entered here and left in `__aexit__`, so it nests exactly as the
+        # caller's `async with`; the body's own exceptions never pass through it (they are
+        # not wrapped in an ExceptionGroup).
+        tg = anyio.create_task_group()
+        await tg.__aenter__()
+        self._tg = tg
+        # The exit waiter and the readers run shielded from the caller's cancel scopes: a
+        # cancel or deadline around `async with` must leave them to see pi exit while `stop()`
+        # shuts it down. They end when pi is gone, or when `__aexit__` cancels their scopes.
+        guard = self._guards = [anyio.CancelScope(shield=True) for _ in range(3)]
+        # The exit waiter comes first and never depends on the readers: whatever they meet,
+        # pi's exit is seen, its job ended and `process_done` set.
+        tg.start_soon(_guarded, guard[0], self._wait_exit, process)
+        tg.start_soon(_guarded, guard[1], process.read_stdout, framer, self._handle_line)
+        tg.start_soon(_guarded, guard[2], process.read_stderr, self._count_stderr_line)
         return self
 
     async def __aexit__(
@@ -150,39 +178,21 @@ class Bridge(JobCommands):
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        await self.aclose()
-
-    async def start(self) -> None:
-        """Spawn pi and start reading its output."""
-        if self._process is not None:
-            raise RuntimeError("bridge already started")
-        self._spawned_at = anyio.current_time()
-        try:
-            process = self._process = await PiProcess.spawn(self.config)
-        except ProcessExited:
-            self.process_done.set()
-            raise
-        framer = LineFramer(self.config.max_line_bytes, self.stats.frames)
-        self._tg = anyio.create_task_group()
-        await self._tg.__aenter__()
-        # The exit waiter comes first and never depends on the readers: whatever they meet,
-        # pi's exit is seen, its job ended and `process_done` set.
-        self._tg.start_soon(self._wait_exit, process)
-        self._tg.start_soon(process.read_stdout, framer, self._handle_line)
-        self._tg.start_soon(process.read_stderr, self._count_stderr_line)
-
-    async def aclose(self) -> None:
-        """Stop pi (see `stop`) and end the bridge's background tasks."""
+        """Stop pi (see `stop`), end the bridge's background tasks and close pi's pipes."""
+        tg, self._tg = self._tg, None
         try:
             await self.stop()
         finally:
-            tg, self._tg = self._tg, None
-            if tg is not None:
-                tg.cancel_scope.cancel()
-                await tg.__aexit__(None, None, None)
-            if self._process is not None:
-                with anyio.CancelScope(shield=True):
-                    await self._process.close_streams()
+            for guard in self._guards:
+                guard.cancel()
+            try:
+                if tg is not None:
+                    tg.cancel_scope.cancel()
+                    await tg.__aexit__(None, None, None)
+            finally:
+                if self._process is not None:
+                    with anyio.CancelScope(shield=True):
+                        await self._process.close_streams()
 
     async def stop(self) -> int | None:
         """Shut pi down: abort if running, close stdin, wait, SIGTERM, then SIGKILL.
@@ -547,7 +557,20 @@ class Bridge(JobCommands):
         if self.process_done.is_set():
             raise ProcessExited(self._exit_reason or "pi exited", self.returncode)
         line = json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n"
-        await proc.send(line.encode(), self.config.write_timeout)
+        try:
+            data = line.encode()
+        except UnicodeEncodeError:  # a lone surrogate: sent escaped, as JS's JSON.stringify does
+            data = (json.dumps(obj, separators=(",", ":")) + "\n").encode()
+        try:
+            await proc.send(data, self.config.write_timeout)
+        except ProcessExited:
+            # pi closed its stdin: it is exiting (say, pi failed to start). Its exit code and
+            # stderr tell why, not the broken pipe: wait (bounded) for the exit to be seen.
+            with anyio.move_on_after(self.config.stop_grace):
+                await self.process_done.wait()
+            if self.process_done.is_set():
+                raise ProcessExited(self._exit_reason or "pi exited", self.returncode) from None
+            raise
 
     # -- extension UI ------------------------------------------------------------------------
 
@@ -572,6 +595,13 @@ class Bridge(JobCommands):
             await self._write(
                 {"type": "extension_ui_response", "id": request_id, "cancelled": True}
             )
+
+
+async def _guarded(
+    scope: anyio.CancelScope, fn: Callable[..., Awaitable[object]], *args: Any
+) -> None:
+    with scope:
+        await fn(*args)
 
 
 __all__ = ["Bridge", "BridgeStats", "EventCallback"]

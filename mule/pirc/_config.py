@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import sys
+import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal, TypeAlias, final
@@ -21,17 +23,31 @@ DEFAULT_MAX_LINE_DEPTH = DEFAULT_DEPTH
 # A value pi's argument parser could read as an option: `-x`, `--x`, `--x=y` ("- x" is text).
 _FLAG_LIKE = re.compile(r"-{1,2}[A-Za-z0-9]")
 _LOOPBACK = ("127.0.0.1", "localhost", "::1")
+_SYSTEM_FILE = "system-prompt.md"
+
+
+def project_pi() -> str:
+    """Return the pi a checkout's `./dev setup` installs.
+
+    That is `pi` beside this Python (`.venv/bin/pi`: pi 1.6.0 on the Node >= 22.19 that
+    `./dev setup` puts in the venv, whatever `node` is on PATH), else the checkout's
+    `node/node_modules/.bin/pi` (which runs on PATH's `node`).
+    """
+    beside = Path(sys.executable).parent / "pi"
+    if beside.is_file():
+        return str(beside)
+    return str(Path(__file__).resolve().parents[2] / "node" / "node_modules" / ".bin" / "pi")
 
 
 def default_pi_executable() -> str:
-    """Return `$MULE_PI` if set, else `pi` on PATH, else the repo's `node/node_modules/.bin/pi`."""
+    """Return `$MULE_PI` if set, else `pi` on PATH, else `project_pi()`."""
     env = os.environ.get("MULE_PI")
     if env:
         return env
     found = shutil.which("pi")
     if found:
         return found
-    return str(Path(__file__).resolve().parents[2] / "node" / "node_modules" / ".bin" / "pi")
+    return project_pi()
 
 
 @final
@@ -60,10 +76,15 @@ class BridgeConfig:
             pi's default set.
         no_tools: Start pi with no tools at all (`--no-tools`; wins over `tools`).
         extensions: Extension files to load (`-e` each).
+        skills: Skill files or directories to load (`--skill` each; loaded even with
+            `no_discovery`).
         no_discovery: Load only what this config names: no extensions, skills, prompt
             templates, themes or context files (AGENTS.md) found on disk (default True).
-        system_prompt: Replaces pi's system prompt (`--system-prompt`); None: pi's own.
-        append_system_prompt: Texts appended to the system prompt, in order.
+        system_prompt: The text that replaces pi's system prompt; None: pi's own. Always text,
+            never a path: pi reads a `--system-prompt` value naming an existing file as that
+            file, so the bridge passes each non-empty prompt text as a private file it wrote
+            (see `write_prompts`). To use a file's text, read it yourself.
+        append_system_prompt: Texts appended to the system prompt, in order (text too).
         thinking: pi's thinking level (`--thinking`); None: the model's default.
         extra_args: More pi options, appended last and not checked.
         env: Variables set in the child's environment over the inherited ones.
@@ -105,6 +126,7 @@ class BridgeConfig:
     tools: tuple[str, ...] | None = None
     no_tools: bool = False
     extensions: tuple[str, ...] = ()
+    skills: tuple[str, ...] = ()
     no_discovery: bool = True
     system_prompt: str | None = None
     append_system_prompt: tuple[str, ...] = ()
@@ -126,8 +148,24 @@ class BridgeConfig:
     def __attrs_post_init__(self) -> None:
         check_argv_values(self)
 
-    def argv(self) -> list[str]:
-        """Return the child's command line (never holds the API key)."""
+    def argv(self, prompt_dir: str | None = None) -> list[str]:
+        """Return the child's command line (never holds the API key nor a prompt's text).
+
+        Each non-empty prompt text is passed as the path of its file in `prompt_dir`, which
+        `write_prompts()` returned: pi reads exactly the text, and no text can make pi open
+        another file. An empty text (pi's own prompt) is passed as is.
+
+        Raises:
+            ValueError: The config has a prompt text and `prompt_dir` is None.
+
+        """
+        files = dict(self._prompt_files())
+        if files and prompt_dir is None:
+            raise ValueError("argv() needs the prompt_dir that write_prompts() returned")
+
+        def prompt_arg(name: str, text: str) -> str:
+            return os.path.join(prompt_dir, name) if prompt_dir is not None and text else text
+
         args = [self.executable, "--provider", self.provider, "--model", self.model]
         args += ["--mode", "rpc", "--no-session"]
         if self.no_tools:
@@ -140,14 +178,43 @@ class BridgeConfig:
             args.append("--no-context-files")
         for ext in self.extensions:
             args += ["-e", ext]
+        for skill in self.skills:
+            args += ["--skill", skill]
         if self.system_prompt is not None:
-            args += ["--system-prompt", self.system_prompt]
-        for extra in self.append_system_prompt:
-            args += ["--append-system-prompt", extra]
+            args += ["--system-prompt", prompt_arg(_SYSTEM_FILE, self.system_prompt)]
+        for i, extra in enumerate(self.append_system_prompt):
+            args += ["--append-system-prompt", prompt_arg(_append_file(i), extra)]
         if self.thinking is not None:
             args += ["--thinking", self.thinking]
         args += list(self.extra_args)
         return args
+
+    def _prompt_files(self) -> list[tuple[str, str]]:
+        """Return (file name, text) for each non-empty prompt text."""
+        files = [(_SYSTEM_FILE, self.system_prompt)] if self.system_prompt else []
+        files += [(_append_file(i), t) for i, t in enumerate(self.append_system_prompt) if t]
+        return files
+
+    def write_prompts(self) -> str | None:
+        """Write the prompt texts into a new private directory and return it (None: no texts).
+
+        The directory (mode 0700) and its files (0600) are new and the caller's: it passes the
+        directory to `argv()` and removes it (`shutil.rmtree`) once pi has exited.
+        """
+        files = self._prompt_files()
+        if not files:
+            return None
+        root = tempfile.mkdtemp(prefix="mule-pi-prompts-")
+        try:
+            for name, text in files:
+                flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+                fd = os.open(os.path.join(root, name), flags, 0o600)
+                with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
+                    f.write(text)
+        except BaseException:
+            shutil.rmtree(root, ignore_errors=True)
+            raise
+        return root
 
     def child_env(self, base: Mapping[str, str] | None = None) -> dict[str, str]:
         """Return the child's environment: base (or ours), overrides, offline flags, the key."""
@@ -172,24 +239,51 @@ class BridgeConfig:
         return env
 
 
+def _append_file(index: int) -> str:
+    return f"append-system-prompt-{index + 1}.md"
+
+
+def _check_text(name: str, value: str) -> None:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ConfigError(f"{name} holds a lone surrogate (not valid Unicode text)") from None
+
+
 def check_argv_values(config: BridgeConfig) -> None:
     """Refuse values that would reach pi's argv looking like an option (`ConfigError`).
 
-    pi 0.73.1 reads an option's value verbatim, but a value such as `--extension=x.ts` must not
-    depend on that: per-job overrides come from clients. `extra_args` are options by design.
+    pi reads an option's value verbatim, but a value such as `--extension=x.ts` must not depend
+    on that: per-job overrides come from clients. `extra_args` are options by design. Prompt
+    texts never reach argv (they go through files, see `BridgeConfig.argv`): any text is
+    fine there but one that is not valid Unicode. No argv word may hold a NUL or a lone
+    surrogate (the OS could not pass it).
     """
     named: list[tuple[str, str | None]] = [
         ("provider", config.provider),
         ("model", config.model),
         ("thinking", config.thinking),
-        ("system_prompt", config.system_prompt),
     ]
     named += [("tools", t) for t in config.tools or ()]
     named += [("extensions", e) for e in config.extensions]
-    named += [("append_system_prompt", a) for a in config.append_system_prompt]
+    named += [("skills", s) for s in config.skills]
     for name, value in named:
         if value is not None and _FLAG_LIKE.match(value):
             raise ConfigError(f"{name} value {value[:40]!r} looks like a command-line option")
+    words = [("executable", config.executable), *named]
+    words += [("extra_args", a) for a in config.extra_args]
+    words += [("cwd", config.cwd), ("agent_dir", config.agent_dir), ("home", config.home)]
+    words += [("tmpdir", config.tmpdir)]
+    for name, value in words:
+        if value is not None:
+            _check_text(name, value)
+            if "\x00" in value:
+                raise ConfigError(f"{name} value {value[:40]!r} holds a NUL character")
+    texts = [("system_prompt", config.system_prompt)]
+    texts += [("append_system_prompt", a) for a in config.append_system_prompt]
+    for name, text in texts:
+        if text is not None:
+            _check_text(name, text)
     for tool in config.tools or ():
         if not tool or "," in tool or tool != tool.strip():
             raise ConfigError(f"tools value {tool[:40]!r} is not a tool name")
@@ -204,4 +298,5 @@ __all__ = [
     "ThinkingOption",
     "check_argv_values",
     "default_pi_executable",
+    "project_pi",
 ]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import shutil
 import signal
 import subprocess
 from collections import deque
@@ -34,10 +35,12 @@ STDOUT_EOF_GRACE_S: Final = 2.0  # a grandchild may hold stdout open after pi ex
 class PiProcess:
     """A spawned pi child. `wait()` reaps it; `returncode` is set from then on."""
 
-    def __init__(self, process: Process) -> None:
+    def __init__(self, process: Process, prompt_dir: str | None = None) -> None:
         self._process = process
+        self._prompt_dir = prompt_dir  # the prompt files pi reads; removed with the streams
         self._write_lock = anyio.Lock()
         self._stdout_eof = anyio.Event()
+        self._stderr_eof = anyio.Event()
         self._stderr_tail: deque[str] = deque(maxlen=STDERR_TAIL_LINES)
         self._wedged = False  # a write timed out: the stream may hold part of a line
         self.returncode: int | None = None
@@ -46,8 +49,12 @@ class PiProcess:
     async def spawn(cls, config: BridgeConfig) -> PiProcess:
         """Start pi as `config` says; raise `ProcessExited` if it cannot be started."""
         try:
+            prompt_dir = config.write_prompts()
+        except OSError as exc:
+            raise ProcessExited(f"could not write pi's prompt files: {exc}") from exc
+        try:
             process = await anyio.open_process(
-                config.argv(),
+                config.argv(prompt_dir),
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
@@ -55,9 +62,12 @@ class PiProcess:
                 env=config.child_env(),
                 start_new_session=True,
             )
-        except OSError as exc:
-            raise ProcessExited(f"could not start pi ({config.executable}): {exc}") from exc
-        return cls(process)
+        except BaseException as exc:
+            _remove(prompt_dir)
+            if isinstance(exc, OSError):
+                raise ProcessExited(f"could not start pi ({config.executable}): {exc}") from exc
+            raise
+        return cls(process, prompt_dir)
 
     @property
     def pid(self) -> int:
@@ -165,14 +175,18 @@ class PiProcess:
             pass
         except Exception:  # a logging failure must not take the exit waiter down with it
             log.exception("pi stderr reader failed")
+        finally:
+            self._stderr_eof.set()
 
     async def close_streams(self) -> None:
         """Close all three pipes (after the readers stopped): no descriptor outlives the bridge.
 
         A reaped child's `Process.aclose()` closes the pipes' transports too (a grandchild may
         still hold stdout open) and returns at once; it is not used before, as it would wait for
-        the child without a bound.
+        the child without a bound. The prompt files go too.
         """
+        _remove(self._prompt_dir)
+        self._prompt_dir = None
         if self.returncode is not None or self._process.returncode is not None:
             with anyio.move_on_after(1.0):
                 await self._process.aclose()
@@ -194,10 +208,14 @@ class PiProcess:
         return self.returncode
 
     async def wait(self) -> int:
-        """Reap pi, then give its stdout a moment to reach EOF; return the exit code."""
+        """Reap pi, then give its stdout and stderr a moment to reach EOF; return the exit code.
+
+        The stderr tail is the exit's reason: read to its end, or the reason could miss it.
+        """
         rc = self.returncode = await self._process.wait()
         with anyio.move_on_after(STDOUT_EOF_GRACE_S):
             await self._stdout_eof.wait()
+            await self._stderr_eof.wait()
         return rc
 
     def exit_reason(self) -> str:
@@ -205,6 +223,11 @@ class PiProcess:
         rc = self.returncode
         tail = " | ".join(self._stderr_tail)
         return f"pi exited with code {rc}" + (f": {tail}" if tail and rc else "")
+
+
+def _remove(prompt_dir: str | None) -> None:
+    if prompt_dir is not None:
+        shutil.rmtree(prompt_dir, ignore_errors=True)
 
 
 __all__ = ["PiProcess"]

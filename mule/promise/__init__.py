@@ -3,6 +3,7 @@
 from mule.effects import MuleToolExecutionPart, MuleToolRejection, MuleToolResult
 from mule.pi import AbortController, AbortError, AbortSignal
 from mule.promise._adapt import core_input, emit_port, ports
+from mule.promise._encode import ToolResultError
 from mule.promise._function_tool import ToolSignatureError, as_result, schema_for, tool
 from mule.promise._run import Mule, MuleRunFailed, mule, run
 from mule.promise._stream import MuleStream, stream
@@ -14,6 +15,7 @@ from mule.promise._types import (
     MuleTool,
     MuleToolPreparation,
     MuleToolPrepared,
+    check_listener,
 )
 
 __all__ = [
@@ -32,8 +34,10 @@ __all__ = [
     "MuleToolRejection",
     "MuleToolResult",
     "ToolContext",
+    "ToolResultError",
     "ToolSignatureError",
     "as_result",
+    "check_listener",
     "core_input",
     "emit_port",
     "mule",

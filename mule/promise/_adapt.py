@@ -31,16 +31,27 @@ from mule.effects import (
     PreparePort,
 )
 from mule.pi import AbortSignal, Message, ToolCall
-from mule.promise._types import MulePromiseListener, MuleRunInput, MuleTool, MuleToolPrepared
+from mule.promise._types import (
+    MulePromiseListener,
+    MuleRunInput,
+    MuleTool,
+    MuleToolPrepared,
+    check_listener,
+)
 
 T = TypeVar("T")
 _OK: Result[None, MuleError] = Success(None)
 
 
 def emit_port(listener: MulePromiseListener | None) -> EmitPort | None:
-    """Return a plain listener (sync or async) as the core's emit port."""
+    """Return a plain listener (sync or async) as the core's emit port.
+
+    A listener that cannot be called as `listener(event, signal)` is a `TypeError` here,
+    before any run starts (`check_listener`).
+    """
     if listener is None:
         return None
+    check_listener(listener)
     call = listener
     if inspect.iscoroutinefunction(call):
 

@@ -23,7 +23,8 @@ from mule.effects import (
     schema_for,
     schema_with_default,
 )
-from mule.pi import AbortSignal, ImageContent, JsonObject, JsonValue, TextContent, Tool, ToolCall
+from mule.pi import AbortSignal, ImageContent, JsonObject, TextContent, Tool, ToolCall
+from mule.promise._encode import ToolResultError, check_return, encode_result
 from mule.promise._tool_context import ToolContext
 from mule.promise._types import MuleTool, MuleToolPreparation, MuleToolPrepared
 
@@ -37,8 +38,16 @@ def _is_signal(param: inspect.Parameter, hint: Any) -> bool:
     return hint is AbortSignal or (hint is inspect.Parameter.empty and param.name == "signal")
 
 
-def as_result(value: object) -> MuleToolResult:
-    """Return a function's return value as a tool result (str, blocks, or any JSON value)."""
+def as_result(value: object, tool: str = "tool") -> MuleToolResult:
+    """Return a function's return value as a tool result.
+
+    A `MuleToolResult` is kept as it is; a str is the text; text and image blocks (or a
+    list of them) are the content; None is empty text. Anything else is encoded as JSON as
+    arguments are decoded (`details` holds the JSON value, the text its JSON form):
+    dataclasses, attrs classes, pydantic models, TypedDicts, enums and datetimes, and lists
+    and dicts of them. A value of any other type raises `ToolResultError` naming `tool` and
+    the type.
+    """
     if isinstance(value, MuleToolResult):
         return value
     if isinstance(value, str):
@@ -53,8 +62,8 @@ def as_result(value: object) -> MuleToolResult:
         return MuleToolResult(content=tuple(value))
     if value is None:
         return MuleToolResult(content=(TextContent(""),))
-    text = json.dumps(value, ensure_ascii=False, default=str)
-    details: JsonValue = json.loads(text)
+    details = encode_result(value, tool)
+    text = json.dumps(details, ensure_ascii=False)
     return MuleToolResult(content=(TextContent(text),), details=details)
 
 
@@ -93,8 +102,12 @@ def tool(
     (or `Annotated[T, "text"]`). Arguments are decoded from the gate-validated call into the
     annotated types. A first parameter annotated `ToolContext` receives the call, the run's
     signal and `progress`; one annotated `AbortSignal` receives the signal. Sync functions run
-    in a worker thread. An exception fails the run (`MuleError(tool)`) unless
-    `errors_as_results`, which turns it into an `is_error` result the model sees.
+    in a worker thread. The return value becomes the result as `as_result` encodes it (JSON
+    for dataclasses, attrs classes, pydantic models, enums, datetimes...); a return
+    annotation no value of which could be encoded is refused here (`ToolSignatureError`), and
+    a returned value that cannot be is a `ToolResultError`. An exception fails the run
+    (`MuleError(tool)`) unless `errors_as_results`, which turns it into an `is_error` result
+    the model sees.
 
     Examples:
     >>> @tool
@@ -215,6 +228,7 @@ def _build(
         params[p.name] = hint
         if p.default is not inspect.Parameter.empty:
             defaults[p.name] = p.default
+    check_return(hints.get("return", inspect.Parameter.empty), name)
     schema: JsonObject = (
         parameters if parameters is not None else _parameters_schema(f, params, defaults)
     )
@@ -242,6 +256,12 @@ def _build(
             text = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
             return MuleToolResult(content=(TextContent(text),), is_error=True)
 
+        def result_of(value: object) -> MuleToolResult:
+            try:
+                return as_result(value, name)
+            except ToolResultError as exc:  # a tool failure, as if the function had raised it
+                return failed(exc)
+
         async def execute(run_signal: AbortSignal) -> AsyncIterator[MuleToolExecutionPart]:
             if signal_param is not None:
                 kwargs[signal_param] = run_signal
@@ -249,7 +269,7 @@ def _build(
                 value = await invoke()
             except Exception as exc:
                 value = failed(exc)
-            yield MuleToolExecutionPart("result", as_result(value))
+            yield MuleToolExecutionPart("result", result_of(value))
 
         async def execute_with_context(
             run_signal: AbortSignal,
@@ -285,7 +305,7 @@ def _build(
                 tg.start_soon(work)
                 async for item in receive:
                     if type(item) is _Update:
-                        yield MuleToolExecutionPart("update", as_result(item.value))
+                        yield MuleToolExecutionPart("update", result_of(item.value))
                         item.done.set()
                     else:
                         assert type(item) is _Outcome
@@ -294,7 +314,7 @@ def _build(
             if done is None:
                 raise RuntimeError(f"tool {name} ended without a result")
             value = done.value if done.error is None else failed(done.error)
-            yield MuleToolExecutionPart("result", as_result(value))
+            yield MuleToolExecutionPart("result", result_of(value))
 
         return MuleToolPrepared(execute if context_param is None else execute_with_context)
 
@@ -303,4 +323,11 @@ def _build(
     )
 
 
-__all__ = ["ToolContext", "ToolSignatureError", "as_result", "schema_for", "tool"]
+__all__ = [
+    "ToolContext",
+    "ToolResultError",
+    "ToolSignatureError",
+    "as_result",
+    "schema_for",
+    "tool",
+]

@@ -25,6 +25,10 @@ class Mule:
     ) -> MuleRunOutcome[OutputT]:
         """Run one complete Pi model/tool loop and return its completed outcome.
 
+        `listener`, if given, is called as `listener(event, signal)` for every event (sync or
+        async; the run waits for it); one that cannot take those two arguments is a
+        `TypeError` here, before the run starts.
+
         Raises `MuleRunFailed` (carrying the `MuleError`) when the run failed, the abort reason
         (an `AbortError` when the reason is not an exception) when `signal` aborted it, and the
         backend's cancellation exception when the calling task was cancelled.
@@ -40,6 +44,12 @@ class Mule:
 
 
 mule = Mule()
+"""The module's one `Mule`."""
 run = mule.run
+"""`await mule.run(input, listener=None, signal=None)`: `Mule.run` of `mule.mule`.
+
+Runs one complete loop and returns its `MuleRunOutcome`; raises `MuleRunFailed` when the run
+failed, the abort reason when `signal` aborted it. `listener(event, signal)` sees every event.
+"""
 
 __all__ = ["Mule", "MuleRunFailed", "mule", "run"]

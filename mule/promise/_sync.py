@@ -25,7 +25,7 @@ import anyio
 from mule.effects import MuleRunOutcome, OutputT
 from mule.pi import AbortSignal
 from mule.promise._run import run
-from mule.promise._types import MulePromiseListener, MuleRunInput
+from mule.promise._types import MulePromiseListener, MuleRunInput, check_listener
 
 if TYPE_CHECKING:
     import asyncio  # noqa: TID251 (asyncio.run's Ctrl-C cancels a task; only asyncio shows that)
@@ -171,6 +171,7 @@ def run_sync(
     `KeyboardInterrupt`); a second Ctrl-C does not wait for the run to end.
     `backend` picks the event loop of the run: `"asyncio"` or `"trio"`.
     """
+    check_listener(listener)  # before any loop starts
     call = functools.partial(run, inp, listener, signal)
     if _in_event_loop():
         return _in_a_thread(call, backend)

@@ -39,8 +39,9 @@ class ToolContext:
     async def progress(self, update: object) -> None:
         """Stream a partial result (`tool_execution_update`); return once it was emitted.
 
-        `update` is what a tool may return: a string, text/image blocks, a `MuleToolResult`
-        or any JSON value.
+        `update` is what a tool may return (`mule.promise.as_result`): a string, text/image
+        blocks, a `MuleToolResult`, or a value encoded as JSON (dataclasses, attrs classes,
+        pydantic models, enums, datetimes...).
         """
         await self._progress(update)
 

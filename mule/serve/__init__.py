@@ -7,6 +7,7 @@
 from mule.pi import needs_extra
 
 with needs_extra("server", "mule.serve"):
+    from mule.serve._agents import OVERRIDABLE, AgentProfile
     from mule.serve._app import (
         DEFAULT_PORT,
         TOKEN_ENV,
@@ -17,7 +18,7 @@ with needs_extra("server", "mule.serve"):
     )
     from mule.serve._cli import build_parser, main
     from mule.serve._env import BASE_ALLOW, child_environment
-    from mule.serve._jobs import OVERRIDABLE, JobManager, JobRequestError, ServerJob
+    from mule.serve._jobs import JobManager, JobRequestError, ServerJob
     from mule.serve._setup import PI_INSTALL, SetupError
     from mule.serve._ws import CLOSE_TOO_SLOW, CLOSE_UNAUTHORIZED, ClientQueue
 
@@ -29,6 +30,7 @@ __all__ = [
     "OVERRIDABLE",
     "PI_INSTALL",
     "TOKEN_ENV",
+    "AgentProfile",
     "ClientQueue",
     "JobManager",
     "JobRequestError",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import socket
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, final
 
@@ -18,8 +18,9 @@ from starlette.routing import Mount, Route, WebSocketRoute
 from starlette.staticfiles import StaticFiles
 from starlette.websockets import WebSocket
 
-from mule.pi import needs_extra
+from mule.pi import needs_extra, stringify
 from mule.pirc import BridgeConfig
+from mule.serve._agents import AgentProfile, check_agents
 from mule.serve._auth import (
     MAX_BODY_BYTES,
     OWNER,
@@ -98,6 +99,11 @@ class ServerConfig:
         env_allow: Names of our environment variables a job's pi may also see (never the
             server token's variable).
         allowed_origins: Browser origins `/ws` accepts besides the page's own loopback one.
+        agents: Named agent profiles clients pick with `"agent": NAME` (see `AgentProfile`):
+            each is `bridge` with the profile's settings, and lets clients override only what
+            it names.
+        default_agent: The agent a job without `"agent"` runs; None: `bridge` itself, with
+            every setting of `OVERRIDABLE` open to clients.
 
     """
 
@@ -116,12 +122,27 @@ class ServerConfig:
     cancel_wait: float = 15.0
     env_allow: tuple[str, ...] = field(default=(), validator=_check_allow)
     allowed_origins: tuple[str, ...] = ()
+    agents: Mapping[str, AgentProfile] = field(factory=dict)
+    default_agent: str | None = None
+
+    def __attrs_post_init__(self) -> None:
+        check_agents(self.bridge, self.agents, self.default_agent)
+
+
+@final
+class _Json(JSONResponse):
+    """JSON written as the WebSocket frames are: a lone surrogate is escaped.
+
+    A model's text can hold one (pi passes on JSON's escape): escaped, it is never an encoding
+    error that turns a listing into a 500.
+    """
+
+    def render(self, content: Any) -> bytes:
+        return stringify(content).encode("utf-8")
 
 
 def _unauthorized() -> Response:
-    return JSONResponse(
-        {"error": "unauthorized"}, status_code=401, headers={"WWW-Authenticate": "Bearer"}
-    )
+    return _Json({"error": "unauthorized"}, status_code=401, headers={"WWW-Authenticate": "Bearer"})
 
 
 def _bearer(request: Request) -> str:
@@ -130,7 +151,7 @@ def _bearer(request: Request) -> str:
 
 
 def _error(message: str, status: int) -> Response:
-    return JSONResponse({"error": message}, status_code=status)
+    return _Json({"error": message}, status_code=status)
 
 
 async def _body(request: Request) -> Any:
@@ -172,7 +193,7 @@ def create_app(config: ServerConfig) -> Starlette:
         return manager.get(str(request.path_params["job_id"]), who)
 
     async def list_jobs(request: Request, who: str) -> Response:
-        return JSONResponse({"jobs": [j.summary() for j in manager.jobs(who)]})
+        return _Json({"jobs": [j.summary() for j in manager.jobs(who)]})
 
     async def start_job(request: Request, who: str) -> Response:
         body = await _body(request)
@@ -181,33 +202,40 @@ def create_app(config: ServerConfig) -> Starlette:
         overrides = body.get("config") or {}
         if not isinstance(overrides, dict):
             return _error("config must be an object", 400)
+        agent = body.get("agent")
+        if agent is not None and not isinstance(agent, str):
+            return _error("agent must be a string (an agent's name)", 400)
         try:
-            job = manager.start(body["prompt"], overrides, owner=who)
+            job = manager.start(body["prompt"], overrides, owner=who, agent=agent)
         except TooManyJobs as exc:
             return _error(str(exc), 429)
         except JobRequestError as exc:
             return _error(str(exc), 400)
-        return JSONResponse(job.to_json(), status_code=201)
+        return _Json(job.to_json(), status_code=201)
+
+    async def list_agents(request: Request, who: str) -> Response:
+        agents = [p.to_json(name) for name, p in config.agents.items()]
+        return _Json({"agents": agents, "default": config.default_agent})
 
     async def get_job(request: Request, who: str) -> Response:
         job = find(request, who)
         if job is None:
             return _error("no such job", 404)
-        return JSONResponse(job.to_json())
+        return _Json(job.to_json())
 
     async def cancel_job(request: Request, who: str) -> Response:
         job = find(request, who)
         if job is None:
             return _error("no such job", 404)
         await manager.cancel(job, wait=config.cancel_wait)
-        return JSONResponse(job.to_json(), status_code=200 if job.finished else 202)
+        return _Json(job.to_json(), status_code=200 if job.finished else 202)
 
     async def delete_job(request: Request, who: str) -> Response:
         job = find(request, who)
         if job is None:
             return _error("no such job", 404)
         removed = await manager.remove(job, wait=config.cancel_wait)
-        return JSONResponse(job.to_json(), status_code=200 if removed else 202)
+        return _Json(job.to_json(), status_code=200 if removed else 202)
 
     async def grant_job(request: Request, who: str) -> Response:
         job = find(request, who)
@@ -221,7 +249,7 @@ def create_app(config: ServerConfig) -> Starlette:
             return _error('expected {"client": CLIENT_ID} naming a known client', 400)
         job.granted.add(client)
         manager.jobs_changed()
-        return JSONResponse({"job": job.id, "granted": sorted(job.granted)})
+        return _Json({"job": job.id, "granted": sorted(job.granted)})
 
     async def new_client(request: Request, who: str) -> Response:
         if who != OWNER:
@@ -230,7 +258,7 @@ def create_app(config: ServerConfig) -> Starlette:
             client, token = principals.mint()
         except OverflowError as exc:
             return _error(str(exc), 429)
-        return JSONResponse({"client": client, "token": token}, status_code=201)
+        return _Json({"client": client, "token": token}, status_code=201)
 
     async def index(request: Request) -> Response:
         return FileResponse(STATIC / "index.html", headers={"Content-Security-Policy": _CSP})
@@ -254,6 +282,7 @@ def create_app(config: ServerConfig) -> Starlette:
             Route("/jobs/{job_id}/cancel", authed(cancel_job), methods=["POST"]),
             Route("/jobs/{job_id}/grant", authed(grant_job), methods=["POST"]),
             Route("/clients", authed(new_client), methods=["POST"]),
+            Route("/agents", authed(list_agents), methods=["GET"]),
             WebSocketRoute("/ws", ws),
         ],
         lifespan=lifespan,

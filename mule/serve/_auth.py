@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import ipaddress
 import json
+import re
 import secrets
 from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from typing import Any, Final, final
@@ -26,6 +27,8 @@ MAX_CLIENTS: Final = 1000
 MAX_BODY_BYTES: Final = 1024 * 1024
 MAX_DEPTH: Final = 32
 QUERY_TOKEN_KEY: Final = "mule.query_token"
+# A JSON escape of a UTF-16 surrogate: the only way a lone one gets into a decoded document.
+_SURROGATE_ESCAPE: Final = re.compile(rb"\\u[dD][89a-fA-F]")
 
 
 class ClientJsonError(ValueError):
@@ -52,8 +55,29 @@ def _deeper_than(value: object, limit: int) -> bool:
     return False
 
 
+def _lone_surrogate(value: object) -> bool:
+    stack = [value]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, str):
+            try:
+                node.encode("utf-8")
+            except UnicodeEncodeError:
+                return True
+        elif isinstance(node, dict):
+            stack.extend(node.keys())
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return False
+
+
 def client_json(text: str | bytes) -> Any:
-    """Decode a client's JSON document; raise `ClientJsonError` saying why it is refused."""
+    """Decode a client's JSON document; raise `ClientJsonError` saying why it is refused.
+
+    Text must be Unicode: a lone surrogate (JSON's escape of one half of a UTF-16 pair, which no
+    UTF-8 writer can encode) is refused too.
+    """
     if len(text) > MAX_BODY_BYTES:
         raise BodyTooLarge(f"JSON larger than {MAX_BODY_BYTES} bytes")
     try:
@@ -64,6 +88,9 @@ def client_json(text: str | bytes) -> Any:
         raise ClientJsonError(f"invalid JSON: {exc}") from None
     if _deeper_than(value, MAX_DEPTH):
         raise ClientJsonError(f"JSON nested deeper than {MAX_DEPTH} levels")
+    raw = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text
+    if (_SURROGATE_ESCAPE.search(raw) or b"\xed" in raw) and _lone_surrogate(value):
+        raise ClientJsonError("JSON holds a lone surrogate (not valid Unicode text)")
     return value
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import logging
 import os
 import secrets
@@ -14,10 +15,12 @@ from pathlib import Path
 from typing import Final, final
 from urllib.parse import urlsplit
 
+import attrs
 from attrs import frozen
 
 from mule.pi import needs_extra
 from mule.pirc import BridgeConfig
+from mule.serve._agents import AgentProfile
 from mule.serve._app import DEFAULT_PORT, ServerConfig, bind_socket, is_loopback, serve, url_of
 from mule.serve._env import TOKEN_ENV, child_environment
 from mule.serve._setup import (
@@ -71,8 +74,19 @@ def build_parser() -> argparse.ArgumentParser:
     pi.add_argument(
         "--extension", "-e", action="append", default=[], help="a pi extension (repeatable)"
     )
+    pi.add_argument(
+        "--skill", action="append", default=[], help="a pi skill file or directory (repeatable)"
+    )
     pi.add_argument("--thinking", choices=_THINKING)
     pi.add_argument("--system-prompt", help="replace pi's system prompt")
+    pi.add_argument(
+        "--agents",
+        metavar="FILE",
+        help='agent profiles clients pick by name, as JSON: {"NAME": {"model": ..., '
+        '"system_prompt": ..., "tools": [...], "extensions": [...], "skills": [...], '
+        '"overridable": [...]}} (paths relative to the file)',
+    )
+    pi.add_argument("--default-agent", metavar="NAME", help="the agent of a job that names none")
     pi.add_argument(
         "--pass-env",
         action="append",
@@ -155,6 +169,8 @@ def prepare(
         setup = model_setup(provider, model, base_url=args.base_url, api=args.api, environ=env)
         agent_dir = None
     extensions = resolve_paths(tuple(args.extension), here, "extension")
+    skills = resolve_paths(tuple(args.skill), here, "skill")
+    agents = load_agents(resolve_paths((args.agents,), here, "--agents")[0]) if args.agents else {}
     job_cwd = resolve_paths((args.cwd,), here, "--cwd")[0] if args.cwd else str(here)
     path, source = find_pi(args.pi, env)
     pi = check_pi(path, source, child_environment(env, provider=provider, allow=args.pass_env))
@@ -177,6 +193,7 @@ def prepare(
             tools=tools,
             no_tools=args.no_tools,
             extensions=extensions,
+            skills=skills,
             thinking=args.thinking,
             system_prompt=args.system_prompt,
             job_timeout=args.job_timeout,
@@ -194,12 +211,40 @@ def prepare(
             client_queue=args.client_queue,
             env_allow=tuple(args.pass_env),
             allowed_origins=tuple(args.allow_origin),
+            agents=agents,
+            default_agent=args.default_agent,
         )
     except BaseException:
         if temp is not None:
             shutil.rmtree(temp, ignore_errors=True)
         raise
     return Prepared(config, pi, temp)
+
+
+def load_agents(path: str) -> dict[str, AgentProfile]:
+    """Read agent profiles from a JSON file; relative paths are the file's; raise SetupError."""
+    file = Path(path)
+    try:
+        data = json.loads(file.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise SetupError(f"--agents {path}: {exc}") from None
+    if not isinstance(data, dict) or not all(isinstance(v, dict) for v in data.values()):
+        raise SetupError(f'--agents {path}: expected {{"NAME": {{settings}}, ...}}')
+    agents: dict[str, AgentProfile] = {}
+    for name, settings in data.items():
+        try:
+            profile = AgentProfile.from_json(settings)
+        except ValueError as exc:
+            raise SetupError(f"--agents {path}: agent {name!r}: {exc}") from None
+        here = file.parent
+        if profile.extensions is not None:
+            exts = resolve_paths(profile.extensions, here, f"agent {name!r} extension")
+            profile = attrs.evolve(profile, extensions=exts)
+        if profile.skills is not None:
+            skills = resolve_paths(profile.skills, here, f"agent {name!r} skill")
+            profile = attrs.evolve(profile, skills=skills)
+        agents[name] = profile
+    return agents
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -238,4 +283,4 @@ def main(argv: Sequence[str] | None = None) -> int:
             shutil.rmtree(prepared.temp_agent_dir, ignore_errors=True)
 
 
-__all__ = ["EXIT_USAGE", "Prepared", "build_parser", "main", "prepare"]
+__all__ = ["EXIT_USAGE", "Prepared", "build_parser", "load_agents", "main", "prepare"]

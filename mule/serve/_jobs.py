@@ -23,10 +23,12 @@ from mule.pirc import (
     BridgeConfig,
     BridgeError,
     BridgeEvent,
+    ConfigError,
     ExtensionUIRequest,
     JobResult,
     Subscription,
 )
+from mule.serve._agents import OVERRIDABLE
 from mule.serve._auth import OWNER
 from mule.serve._env import child_environment
 from mule.serve._wire import (
@@ -47,11 +49,6 @@ log = logging.getLogger("mule.serve")
 
 JobStatus: TypeAlias = Literal["starting", "running", "completed", "failed", "cancelled"]
 
-# What a client may set per job in `POST /jobs` {"config": {...}}; everything else (the pi
-# executable, directories, environment, API key) is fixed by whoever started the server.
-OVERRIDABLE: Final[frozenset[str]] = frozenset(
-    {"provider", "model", "thinking", "tools", "no_tools", "system_prompt", "append_system_prompt"}
-)
 _THINKING: Final = ("off", "minimal", "low", "medium", "high", "xhigh")
 # What a provider, model or tool name may be: never a flag, never whitespace or a comma (each
 # value becomes one argv word of pi's; `--tools` joins the tools with commas).
@@ -66,9 +63,11 @@ class TooManyJobs(JobRequestError):
     """`max_jobs` jobs are already running (answered with 429)."""
 
 
-def job_config(base: BridgeConfig, overrides: Mapping[str, Any]) -> BridgeConfig:
-    """Apply a client's per-job overrides to the server's base config (validated)."""
-    unknown = set(overrides) - OVERRIDABLE
+def job_config(
+    base: BridgeConfig, overrides: Mapping[str, Any], allowed: frozenset[str] = OVERRIDABLE
+) -> BridgeConfig:
+    """Apply a client's per-job overrides (keys in `allowed`) to a base config (validated)."""
+    unknown = set(overrides) - allowed
     if unknown:
         raise JobRequestError(f"config keys not allowed: {sorted(unknown)}")
     changes: dict[str, Any] = {}
@@ -96,7 +95,10 @@ def job_config(base: BridgeConfig, overrides: Mapping[str, Any]) -> BridgeConfig
             if key == "tools" and not all(_NAME.fullmatch(v) for v in value):
                 raise JobRequestError("config.tools must be plain tool names")
             changes[key] = tuple(value)
-    return attrs.evolve(base, **changes)
+    try:
+        return attrs.evolve(base, **changes)
+    except ConfigError as exc:  # anything the bridge refuses is the request's fault
+        raise JobRequestError(f"config: {exc}") from None
 
 
 @final
@@ -108,6 +110,7 @@ class ServerJob:
         prompt: The prompt the job was started with.
         config: The job's bridge config (the server's, with the request's overrides).
         owner: The principal that created it (the server token's, or a client token's).
+        agent: The agent profile it runs (see `ServerConfig.agents`); None: the server's config.
         granted: Other principals that may watch, answer and cancel it.
         status: `starting`, `running`, `completed`, `failed` or `cancelled`.
         created: When the job was created, in seconds since the epoch.
@@ -125,11 +128,19 @@ class ServerJob:
 
     """
 
-    def __init__(self, job_id: str, prompt: str, config: BridgeConfig, owner: str = OWNER) -> None:
+    def __init__(
+        self,
+        job_id: str,
+        prompt: str,
+        config: BridgeConfig,
+        owner: str = OWNER,
+        agent: str | None = None,
+    ) -> None:
         self.id = job_id
         self.prompt = prompt
         self.config = config
         self.owner = owner
+        self.agent = agent
         self.granted: set[str] = set()  # other principals that may watch, answer and cancel
         self.status: JobStatus = "starting"
         self.created = time.time()
@@ -173,6 +184,7 @@ class ServerJob:
             "status": self.status,
             "prompt": self.prompt,
             "owner": self.owner,
+            "agent": self.agent,
             "provider": self.config.provider,
             "model": self.config.model,
             "created": self.created,
@@ -313,14 +325,31 @@ class JobManager:
         return sum(not j.finished for j in self._jobs.values())
 
     def start(
-        self, prompt: str, overrides: Mapping[str, Any] | None = None, owner: str = OWNER
+        self,
+        prompt: str,
+        overrides: Mapping[str, Any] | None = None,
+        owner: str = OWNER,
+        agent: str | None = None,
     ) -> ServerJob:
-        """Start a job for `owner` on a new pi process; raise `JobRequestError` if bad."""
+        """Start a job for `owner` on a new pi process; raise `JobRequestError` if bad.
+
+        `agent` names one of `config.agents` (default: `config.default_agent`, else none: the
+        server's bridge config); `overrides` may set only what that agent leaves overridable.
+        """
         if self._tg is None:
             raise RuntimeError("the job manager is not running")
         if not prompt.strip():
             raise JobRequestError("prompt must not be empty")
-        cfg = job_config(self.config.bridge, overrides or {})
+        if not _is_unicode(prompt):
+            raise JobRequestError("prompt holds a lone surrogate (not valid Unicode text)")
+        name = agent if agent is not None else self.config.default_agent
+        base, allowed = self.config.bridge, OVERRIDABLE
+        if name is not None:
+            profile = self.config.agents.get(name)
+            if profile is None:
+                raise JobRequestError(f"no agent {name[:64]!r}; GET /agents lists them")
+            base, allowed = profile.apply(base), profile.overridable
+        cfg = job_config(base, overrides or {}, allowed)
         env = child_environment(
             os.environ,
             provider=cfg.provider,
@@ -331,7 +360,7 @@ class JobManager:
         cfg = attrs.evolve(cfg, env=env, inherit_env=False)
         if self.running() >= self.config.max_jobs:
             raise TooManyJobs(f"too many running jobs (max {self.config.max_jobs})")
-        job = ServerJob(_new_id(), prompt, cfg, owner)
+        job = ServerJob(_new_id(), prompt, cfg, owner, name)
         self._jobs[job.id] = job
         self._forget_old()
         self._tg.start_soon(self._run, job)
@@ -449,6 +478,14 @@ class JobManager:
                 # One stdout chunk can hold dozens of events: let the clients' senders run
                 # between them, so a burst alone never counts as a client falling behind.
                 await anyio.lowlevel.checkpoint()
+
+
+def _is_unicode(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _final_status(job: ServerJob) -> JobStatus:

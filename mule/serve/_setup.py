@@ -22,14 +22,15 @@ from attrs import field, frozen
 
 from mule.pi.models import get_model, get_models, get_providers
 from mule.pi.providers import ENV_API_KEYS
+from mule.pirc import project_pi
 
-PI_PACKAGE: Final = "@mariozechner/pi-coding-agent@0.73.1"
+PI_PACKAGE: Final = "@earendil-works/pi-coding-agent@1.6.0"
+PI_NODE: Final = "22.19"  # the oldest Node.js pi 1.6.0 runs on (older ones: a missing export)
 PI_INSTALL: Final = f"npm install -g {PI_PACKAGE}"
 CUSTOM_API: Final = "openai-completions"
 CUSTOM_KEY_ENV: Final = "MULE_API_KEY"
 NO_KEY: Final = "none"  # local servers need no key, but pi insists on one
 VERSION_TIMEOUT_S: Final = 30.0
-_REPO_PI: Final = Path(__file__).resolve().parents[2] / "node" / "node_modules" / ".bin" / "pi"
 
 
 class SetupError(ValueError):
@@ -65,13 +66,13 @@ def find_pi(explicit: str | None, environ: Mapping[str, str] | None = None) -> t
     found = shutil.which("pi", path=env.get("PATH"))
     if found:
         return found, "PATH"
-    return str(_REPO_PI), "the project's node/ install"
+    return project_pi(), "the project's ./dev setup install"
 
 
 def check_pi(path: str, source: str, env: Mapping[str, str]) -> PiExecutable:
     """Run `pi --version` once; raise `SetupError` with the install command if it fails."""
     how = (
-        f"install it with `{PI_INSTALL}` (it needs Node.js 20 or newer), "
+        f"install it with `{PI_INSTALL}` (it needs Node.js {PI_NODE} or newer), "
         "or name it with --pi PATH or $MULE_PI"
     )
     try:

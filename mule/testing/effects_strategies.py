@@ -145,7 +145,9 @@ def message_updates(draw: st.DrawFn) -> MessageUpdate:
 
 
 EVENT_STRATEGIES: dict[type[Any], Strategy[Any]] = {
-    RunStart: st.builds(RunStart, run=runs()),
+    RunStart: st.builds(
+        RunStart, run=runs(), messages=st.lists(ms.messages(), max_size=2).map(tuple)
+    ),
     ModelPrompt: st.builds(
         ModelPrompt,
         run=runs(),

@@ -11,6 +11,12 @@ import { createInterface } from "node:readline";
 const NODE_MODULES = new URL("../../node/legacy/node_modules/@mariozechner/", import.meta.url);
 const core = await import(new URL("pi-agent-core/dist/index.js", NODE_MODULES).href);
 const ai = await import(new URL("pi-ai/dist/index.js", NODE_MODULES).href);
+// mule's tool gate follows pi-ai 1.6.0 (pi-schema); until this harness runs 1.6.0's loop, each tool
+// gates its arguments with 1.6.0's validateToolArguments through 0.73.1's prepareArguments hook
+// (a throw there becomes the call's error result, as a failed validation does).
+const { validateToolArguments } = await import(
+  new URL("../../node/node_modules/@earendil-works/pi-ai/dist/utils/validation.js", import.meta.url).href
+);
 
 const MODEL = {
   id: "scripted-1",
@@ -227,6 +233,9 @@ function makeTool(spec, plans, slots) {
     label: spec.name,
     description: `the ${spec.name} tool`,
     parameters: spec.parameters ?? { type: "object" },
+    prepareArguments(args) {
+      return validateToolArguments(tool, { type: "toolCall", id: "", name: spec.name, arguments: args });
+    },
     async execute(callId, _args, _signal, onUpdate) {
       const plan = plans[callId] ?? {};
       for (const s of plan.steps ?? []) {

@@ -4,7 +4,8 @@
 reproducible) and a per-example deadline, so a hang fails its example instead of the suite.
 `./dev fuzz SECONDS` sets `MULE_FUZZ=campaign`: random seeds and `MULE_FUZZ_SCALE` (default 5)
 times the examples, in rounds until the time is up. `tally(name)` counts the inputs a target
-tried; the conftest prints the counts and, with `MULE_FUZZ_COUNTS=path`, writes them as JSON.
+tried, `longest(measure, seconds)` keeps the longest time a target measured; the conftest prints
+both and, with `MULE_FUZZ_COUNTS=path`, writes them as JSON (times under "longest: " keys).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from hypothesis import HealthCheck, settings
 CAMPAIGN: Final = os.environ.get("MULE_FUZZ") == "campaign"
 SCALE: Final = int(os.environ.get("MULE_FUZZ_SCALE", "5")) if CAMPAIGN else 1
 COUNTS: Final[Counter[str]] = Counter()
+LONGEST: Final[dict[str, float]] = {}
 
 
 def fuzz_settings(examples: int, deadline_ms: int = 5000, **extra: Any) -> settings:
@@ -37,4 +39,9 @@ def tally(target: str) -> None:
     COUNTS[target] += 1
 
 
-__all__ = ["CAMPAIGN", "COUNTS", "SCALE", "fuzz_settings", "tally"]
+def longest(measure: str, seconds: float) -> None:
+    """Keep the longest time seen for `measure` (reported with the counts, never asserted)."""
+    LONGEST[measure] = max(seconds, LONGEST.get(measure, 0.0))
+
+
+__all__ = ["CAMPAIGN", "COUNTS", "LONGEST", "SCALE", "fuzz_settings", "longest", "tally"]

@@ -64,7 +64,49 @@ def deep(draw: st.DrawFn) -> str:
     return body
 
 
+# Text as a hostile client writes it: lone surrogates (sent as JSON escapes), NULs, flag-like
+# words, paths.
+hostile_text = st.one_of(
+    st.text(alphabet=st.characters(blacklist_categories=()), max_size=20),
+    st.sampled_from(
+        ["-e", "--extension=/tmp/x.ts", "--help", "/etc/passwd", "../secret", "a\x00b", "", " "]
+    ),
+    st.builds(
+        lambda a, b: a + b,
+        st.sampled_from(["hi ", "", "-"]),
+        st.sampled_from(["\ud800", "\udfff", "\ud83d"]),
+    ),
+)
+CONFIG_KEYS = [
+    "provider",
+    "model",
+    "thinking",
+    "tools",
+    "no_tools",
+    "system_prompt",
+    "append_system_prompt",
+    "cwd",
+    "extensions",
+    "executable",
+]
+
+
+@st.composite
+def job_bodies(draw: st.DrawFn) -> str:
+    """Return a `POST /jobs` body with hostile text in the prompt and the settings."""
+    config: dict[str, Any] = {}
+    for key in draw(st.lists(st.sampled_from(CONFIG_KEYS), max_size=3)):
+        one = hostile_text | json_values
+        config[key] = draw(st.lists(hostile_text, max_size=3) | one)
+    body: dict[str, Any] = {"prompt": draw(hostile_text | json_values)}
+    with_config: bool = draw(st.booleans())
+    if config or with_config:
+        body["config"] = config
+    return json.dumps(body)  # ASCII: a lone surrogate travels as its JSON escape
+
+
 texts = st.one_of(
+    job_bodies(),
     messages().map(json.dumps),
     deep(),
     st.text(max_size=200),
@@ -98,12 +140,16 @@ PATHS = ["/jobs", "/jobs/job-x/grant", "/clients", "/jobs/job-x/cancel"]
 @FUZZ
 @given(body=bodies, path=st.sampled_from(PATHS))
 def test_http_bodies_get_typed_answers(http: httpx.Client, body: bytes, path: str) -> None:
-    """Every body gets JSON back with a 2xx or 4xx status, never a 5xx."""
+    """Every body gets JSON back with a 2xx or 4xx status, never a 5xx; listings stay 200."""
     r = http.post(path, content=body)
     assert r.status_code < 500, (body[:80], r.text[:200])
     data = r.json()
     if r.status_code >= 400:
         assert isinstance(data.get("error"), str)
+    listing = http.get("/jobs")
+    assert listing.status_code == 200, listing.text[:200]
+    for job in listing.json()["jobs"]:
+        assert http.get(f"/jobs/{job['id']}").status_code == 200
 
 
 @FUZZ

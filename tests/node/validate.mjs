@@ -1,8 +1,8 @@
-// Runs pi-ai's real validateToolArguments for the differential tests in tests/test_validate.py.
+// Runs pi-ai 1.6.0's real validateToolArguments (pi-schema) for the differential tests in tests/test_validate.py.
 // Protocol: one JSON case per stdin line, {"name", "schema", "args"}; one JSON result per stdout line:
 // {"ok": true, "value": JSON.stringify(result, null, 2)} or {"ok": false, "message": error.message}.
 import { createInterface } from "node:readline";
-import { validateToolArguments } from "../../node/legacy/node_modules/@mariozechner/pi-ai/dist/utils/validation.js";
+import { validateToolArguments } from "../../node/node_modules/@earendil-works/pi-ai/dist/utils/validation.js";
 
 const lines = createInterface({ input: process.stdin, crlfDelay: Infinity });
 for await (const line of lines) {

@@ -173,7 +173,8 @@ async def test_span_tree_of_a_run_with_a_retry_and_parallel_tools(otel: Otel) ->
     assert all(c.kind is SpanKind.CLIENT for c in chats)
     fa = dict(failed.attributes or {})
     assert failed.status.status_code is StatusCode.ERROR
-    assert "overloaded" in (failed.status.description or "")
+    # Without capture_content the provider's text stays out: its stop reason and status only.
+    assert failed.status.description == "error: 503"
     assert fa["error.type"] == "503"
     assert fa["gen_ai.response.finish_reasons"] == ("error",)
     assert (fa["mule.attempt"], fa["mule.turn"]) == (1, "turn:1")
@@ -238,7 +239,6 @@ async def test_content_only_when_asked(otel: Otel) -> None:
         tracer_provider=otel.tracer_provider,
         meter_provider=otel.meter_provider,
         capture_content=True,
-        messages=(UserMessage("What is 1+2 and 3+4?", 0),),
     )
     await mule.run(run_input(RETRIED_PARALLEL, add), listener)
     spans = by_name(otel.finished())

@@ -6,6 +6,8 @@ The scenario comes from `FAKE_PI_SCENARIO`:
     faults   like ok, but the run is preceded by a bad line, a huge line (FAKE_PI_HUGE bytes),
              a non-object, an id-less response, a response with an unknown id and a U+2028 text
     exit     write to stderr and exit with code 3 after the first command
+    nostart  close stdin at once, write an error to stderr, exit 1 after FAKE_PI_EXIT_DELAY s
+             (0.3), as pi does on a Node it cannot run on: a write in between finds no reader
     hang     never answer and ignore SIGTERM (only SIGKILL ends it)
     ui       `prompt` opens a confirm dialog and reports the answer as an event
     command  `/dialog` opens a confirm and answers the prompt only once the dialog is answered
@@ -133,6 +135,12 @@ def deaf() -> None:
 
 
 def main() -> None:
+    if SCENARIO == "nostart":
+        os.close(0)
+        sys.stderr.write("SyntaxError: no export named 'enableCompileCache'\nNode.js v20\n")
+        sys.stderr.flush()
+        time.sleep(float(os.environ.get("FAKE_PI_EXIT_DELAY", "0.3")))
+        sys.exit(1)
     if SCENARIO == "deaf":
         deaf()
     if SCENARIO == "hang":

@@ -12,13 +12,15 @@ from mule.pirc._config import default_pi_executable
 
 HERE = Path(__file__).parent
 PI_CURRENT = default_pi_executable()
+# node/'s npm script for pi 1.6.0: it runs on whatever `node` PATH finds (the old-Node tests).
+PI_SCRIPT = str(Path(__file__).resolve().parents[2] / "node" / "node_modules" / ".bin" / "pi")
 # pi 0.73.1 (node/legacy), the old RPC protocol.
 PI_LEGACY = str(
     Path(__file__).resolve().parents[2] / "node" / "legacy" / "node_modules" / ".bin" / "pi"
 )
 # The pi the real-pi tests drive: 1.6.0 (`./dev setup` installs it). A representative set
 # also runs against 0.73.1, for the old protocol (cumulative partials, no agent_settled):
-# parametrize over BOTH_PIS.
+# parametrize over both_pis().
 PI = PI_CURRENT
 KEY_ENV = "MULE_TEST_PI_KEY"
 MODEL = "fake-model"

@@ -11,6 +11,7 @@ after it (`text`, `abort`, ...) record those only.
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -52,8 +53,9 @@ def record(
         dirs = make_home(Path(td), fake.base_url)
         (Path(dirs["work"]) / "a.txt").write_text("alpha\n")
         cfg = config(dirs, tools=tools, extensions=extensions, executable=executable)
+        prompts = cfg.write_prompts()
         proc = subprocess.Popen(
-            cfg.argv(),
+            cfg.argv(prompts),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             env=cfg.child_env(),
@@ -93,6 +95,8 @@ def record(
         stdin.close()
         proc.wait(timeout=10)
         reader.join(timeout=5)
+        if prompts is not None:
+            shutil.rmtree(prompts)
     out.mkdir(parents=True, exist_ok=True)
     (out / f"{name}.jsonl").write_bytes(b"".join(lines))
 

@@ -46,6 +46,37 @@ def get_models(provider: str) -> tuple[Model, ...]:
     return builtin_models().get(provider, ())
 
 
+def custom_model(
+    model_id: str,
+    base_url: str,
+    *,
+    provider: str = "local",
+    api: str = "openai-completions",
+    name: str | None = None,
+) -> Model:
+    """Return a model served at `base_url` that the catalogue does not list.
+
+    The default is an OpenAI-compatible server speaking chat completions (Ollama, llama.cpp,
+    vLLM, LM Studio...), as `mule run --base-url` assumes; `api` picks another wire API
+    (`anthropic-messages`, `google-generative-ai`, `openai-responses`). Its key is
+    `StreamOptions(api_key=...)`, else for a provider Pi does not know `$MULE_API_KEY`, else
+    none (`mule.pi.providers.custom_api_key`).
+
+    >>> m = custom_model("llama3.2", "http://127.0.0.1:11434/v1/")
+    >>> (m.provider, m.api, m.base_url)
+    ('local', 'openai-completions', 'http://127.0.0.1:11434/v1')
+    """
+    return Model(
+        id=model_id,
+        name=name or model_id,
+        api=api,
+        provider=provider,
+        base_url=base_url.rstrip("/"),
+        context_window=DEFAULT_CONTEXT_WINDOW,
+        max_tokens=DEFAULT_MAX_TOKENS,
+    )
+
+
 def get_providers() -> tuple[str, ...]:
     """Return the providers of the built-in catalogue."""
     return tuple(builtin_models())
@@ -61,6 +92,7 @@ __all__ = [
     "RequestAuth",
     "catalogue_source",
     "clamp_thinking_level",
+    "custom_model",
     "default_agent_dir",
     "default_models_json_path",
     "get_model",

@@ -26,10 +26,13 @@ from mule.pi.providers._env import ENV_API_KEYS, env_api_key
 from mule.pi.providers._frames import NdjsonDecoder, SseDecoder
 from mule.pi.providers._parser import ProviderError, StreamAborted, StreamParser
 from mule.pi.providers._simple import (
+    CUSTOM_KEY_ENV,
+    NO_KEY,
     ProviderFn,
     ProviderSetupError,
     clamp_thinking_level,
     complete_simple,
+    custom_api_key,
     get_provider,
     register_lazy_provider,
     register_provider,
@@ -73,7 +76,9 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
+    "CUSTOM_KEY_ENV",
     "ENV_API_KEYS",
+    "NO_KEY",
     "AnthropicParser",
     "CompletionsParser",
     "GoogleParser",
@@ -88,6 +93,7 @@ __all__ = [
     "StreamParser",
     "clamp_thinking_level",
     "complete_simple",
+    "custom_api_key",
     "env_api_key",
     "get_provider",
     "provider_stream",

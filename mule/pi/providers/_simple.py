@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Final, final
 
 from attrs import evolve
@@ -21,7 +21,7 @@ from mule.pi._json import JsonValue
 from mule.pi._messages import AssistantMessage, Diagnostic
 from mule.pi._model import Model, ModelThinkingLevel, ThinkingLevel
 from mule.pi._stream import AssistantMessageEventStream
-from mule.pi.providers._env import env_api_key
+from mule.pi.providers._env import ENV_API_KEYS, env_api_key
 
 ProviderFn = Callable[[Model, Context, StreamOptions], AssistantMessageEventStream]
 """A provider's simple stream function: `(model, context, options) -> stream`."""
@@ -100,11 +100,46 @@ async def complete_simple(
 # -- simple-API defaults ---------------------------------------------------------------------
 
 
+CUSTOM_KEY_ENV: Final = "MULE_API_KEY"
+"""Where the key of a provider Pi does not know (a local or self-hosted server) is read from."""
+NO_KEY: Final = "none"
+"""Sent to such a server when `MULE_API_KEY` is unset: most local servers need no key."""
+
+
+def custom_api_key(provider: str, environ: Mapping[str, str] | None = None) -> str | None:
+    """Return the key of a provider Pi does not know: `$MULE_API_KEY`, else `"none"`.
+
+    A provider Pi knows (one with a key variable, or in the built-in catalogue) has no
+    custom key (None): its own variable or an explicit key is needed. mule's addition to
+    Pi, where a provider without a key fails; the `mule` CLI does the same for `--base-url`.
+
+    >>> custom_api_key("local", {"MULE_API_KEY": "sk-local"}), custom_api_key("local", {})
+    ('sk-local', 'none')
+    >>> custom_api_key("openai", {"MULE_API_KEY": "sk-local"}) is None
+    True
+    """
+    if provider in ENV_API_KEYS:
+        return None
+    from mule.pi.models import get_providers  # the catalogue: only when no key was found
+
+    if provider in get_providers():
+        return None
+    env = os.environ if environ is None else environ
+    return env.get(CUSTOM_KEY_ENV) or NO_KEY
+
+
 def resolve_api_key(model: Model, options: StreamOptions) -> str:
-    """Return `options.api_key`, else the provider's environment variable; raise if neither."""
-    key = options.api_key or env_api_key(model.provider)
+    """Return `options.api_key`, else the provider's environment variable; raise if neither.
+
+    A provider Pi does not know (a local or self-hosted server) falls back to
+    `custom_api_key`: `$MULE_API_KEY`, else no key (`"none"` is sent).
+    """
+    key = options.api_key or env_api_key(model.provider) or custom_api_key(model.provider)
     if not key:
-        raise ProviderSetupError(f"No API key for provider: {model.provider}")
+        raise ProviderSetupError(
+            f"No API key for provider: {model.provider} (pass StreamOptions(api_key=...) or set"
+            " its environment variable)"
+        )
     return key
 
 

@@ -92,6 +92,8 @@ function renderJobs() {
 async function startJob(ev) {
   ev.preventDefault();
   const body = { prompt: $("prompt").value };
+  const agent = $("agent").value;
+  if (agent) body.agent = agent;
   const model = $("model").value.trim();
   if (model) {
     const [provider, ...rest] = model.split("/");
@@ -105,6 +107,21 @@ async function startJob(ev) {
   }
   $("prompt").value = "";
   select(job.id);
+}
+
+async function loadAgents() {
+  // The owner's agent profiles, picked by name (GET /agents); none: the row stays hidden.
+  const [status, data] = await api("GET", "/agents");
+  if (status !== 200 || !data.agents.length) return;
+  const select = $("agent");
+  const chosen = select.value || data.default || "";
+  select.replaceChildren();
+  if (data.default === null) select.append(new Option("(server default)", ""));
+  for (const a of data.agents) {
+    select.append(new Option(a.description ? `${a.name} — ${a.description}` : a.name, a.name));
+  }
+  select.value = chosen;
+  $("agent-row").hidden = false;
 }
 
 function resetView() {
@@ -172,6 +189,7 @@ function onFrame(f) {
       state.retryMs = 500;
       setConn("live", "live");
       while (outbox.length) state.ws.send(JSON.stringify(outbox.shift()));
+      loadAgents().catch((e) => notice(`agents: ${e}`, "error"));
       return;
     case "jobs":
       state.jobs = f.jobs;
