@@ -37,5 +37,7 @@ def test_the_real_pi_recording_parses_into_events(tmp_path: Path) -> None:
     rate, cpu, events = bench.parse_rate(data, count, 1)
     assert rate > 0
     assert cpu > 0
-    assert events >= 1000  # every token's message_update, plus the lifecycle
+    updates = sum(b'"message_update"' in line for line in lines)
+    assert updates > 500  # pi 1.6.0 may write two tokens' deltas as one
+    assert events >= updates  # every message_update, plus the lifecycle
     assert bench.percentile([3.0, 1.0, 2.0], 50) == 2.0
