@@ -8,6 +8,7 @@ from pathlib import Path
 from hypothesis import given
 from hypothesis import strategies as st
 
+from mule.pi._codec import decode, to_wire
 from mule.pi._cost import calculate_cost
 from mule.pi._messages import Usage, UsageCost
 from mule.pi._model import Model, ModelCost
@@ -23,13 +24,15 @@ def test_matches_pi_bit_for_bit_on_every_catalogue_price() -> None:
     """Every distinct price in Pi's model catalogue gives Pi's exact floats, total included."""
     rows = json.loads(GOLDEN.read_text())
     assert len(rows) > 100
+    assert any("tiers" in price for price, _, _ in rows)
     for price, tokens, cost in rows:
-        t_in, t_out, t_read, t_write = tokens
-        usage = Usage(t_in, t_out, t_read, t_write, total_tokens=17)
-        out = calculate_cost(priced(ModelCost(*price)), usage)
-        assert out.cost == UsageCost(*cost), (price, tokens)
+        t_in, t_out, t_read, t_write, t_1h = tokens
+        usage = Usage(t_in, t_out, t_read, t_write, total_tokens=17, cache_write_1h=t_1h)
+        out = calculate_cost(priced(decode(ModelCost, price)), usage)
+        assert to_wire(out.cost) == cost, (price, tokens)
+        assert list(to_wire(out.cost)) == list(cost)  # Pi's key order
         # the counts are untouched
-        assert (out.input, out.output, out.cache_read, out.cache_write) == tuple(tokens)
+        assert (out.input, out.output, out.cache_read, out.cache_write) == tuple(tokens[:4])
         assert out.total_tokens == 17
 
 
@@ -37,7 +40,7 @@ def test_prices_are_per_million_tokens() -> None:
     """A million tokens at $3 cost $3; the input usage object is not changed."""
     usage = Usage(input=1_000_000, output=2_000_000, cost=UsageCost(total=99.0))
     out = calculate_cost(priced(ModelCost(input=3, output=15)), usage)
-    assert out.cost == UsageCost(input=3.0, output=30.0, total=33.0)
+    assert out.cost == UsageCost(input=3.0, output=30.0, total=33.0, total_from_provider=False)
     assert usage.cost.total == 99.0
 
 

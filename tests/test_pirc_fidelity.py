@@ -27,9 +27,6 @@ from tests.pirc.helpers import HERE, PI_LEGACY, both_pis, config, make_home, pi_
 
 # pi 0.73.1's recordings, then pi 1.6.0's (recorded/pi-1.6.0)
 RECORDED = sorted((HERE / "recorded").rglob("*.jsonl"))
-# mule.pi's model lacks pi 1.6.0's new message fields (durationMs, thinkingLevel, system
-# messages, ...) until the pi-model branch lands; strict: this fails once they are there.
-NEEDS_MODEL = pytest.mark.xfail(strict=True, reason="mule.pi lacks pi 1.6.0's message fields")
 
 
 def messages_of(rec: dict[str, Any]) -> Iterator[tuple[bool, Any]]:
@@ -66,9 +63,7 @@ def check_lines(lines: list[bytes]) -> tuple[int, int]:
 
 
 @pytest.mark.parametrize(
-    "path",
-    [pytest.param(p, marks=NEEDS_MODEL) if p.parent.name == "pi-1.6.0" else p for p in RECORDED],
-    ids=[str(p.relative_to(HERE / "recorded")) for p in RECORDED],
+    "path", RECORDED, ids=[str(p.relative_to(HERE / "recorded")) for p in RECORDED]
 )
 def test_recorded_pi_messages_reserialise_byte_identically(path: Path) -> None:
     """Every message in real pi output, partials included, writes back as pi's bytes."""
@@ -121,15 +116,7 @@ def test_tool_end_events_carry_the_arguments_of_their_start() -> None:
 @pytest.mark.slow
 @pytest.mark.pi
 @pytest.mark.skipif(not pi_available(), reason="pi CLI not installed")
-@pytest.mark.parametrize(
-    "pi",
-    [
-        pytest.param(p.values[0], marks=(*p.marks, NEEDS_MODEL), id=p.id)
-        if p.id == "pi-1.6.0"
-        else p
-        for p in both_pis()
-    ],
-)
+@pytest.mark.parametrize("pi", both_pis())
 def test_fresh_real_pi_output_reserialises_byte_identically(tmp_path: Path, pi: str) -> None:
     """Generate pi output now (a tool call streamed in pieces, then text) and check every line."""
     args = {"path": ".", "deep": {"n": 1, "x": [0, 1.5, "é\u2028"]}}

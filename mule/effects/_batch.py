@@ -204,12 +204,21 @@ def _start_call(t: _Txn, batch: Batch, i: int) -> MuleToolResult | ToolCall:
         return _error_result(exc.text)
     except ToolSchemaError as exc:  # checked before run_start; a schema can still fail on a value
         return _error_result(str(exc))
-    return make.tool_call(call.id, call.name, arguments, call.thought_signature, call.extras)
+    return make.tool_call(
+        call.id,
+        call.name,
+        arguments,
+        call.thought_signature,
+        call.namespace,
+        call.arguments_error,
+        call.extras,
+    )
 
 
 def _settle(t: _Txn, batch: Batch, i: int, result: MuleToolResult, running: int = _KEEP) -> Batch:
     """Record a call's final result and emit its end (and set `running`, if given)."""
-    t.cmds.append(make.tool_end(t.cfg.run, t.current_turn(), batch.ids[i], batch.calls[i], result))
+    end = make.tool_end(t.cfg.run, t.current_turn(), batch.ids[i], batch.calls[i], result, None)
+    t.cmds.append(end)
     results = list(batch.results)
     results[i] = result
     return _revised(batch, results=tuple(results), running=running)
@@ -280,7 +289,14 @@ def _result_message(t: _Txn, batch: Batch, i: int) -> ToolResultMessage:
     call, result = batch.calls[i], batch.results[i]
     assert result is not None
     message = make.tool_result_message(
-        call.id, call.name, result.content, result.is_error, t.clock, result.details, result.usage
+        call.id,
+        call.name,
+        result.content,
+        result.is_error,
+        t.clock,
+        result.details,
+        result.usage,
+        None,
     )
     rid = t.ident("tool_result", batch.ids[i])
     turn = t.current_turn()

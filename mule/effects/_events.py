@@ -221,6 +221,8 @@ class ToolExecutionEnd:
         tool_call: The call's identity (caused by its assistant message).
         call: The model's tool call: id, name and arguments.
         result: The final result, an error result included.
+        duration_ms: Milliseconds the execution took (a monotonic clock); None when the
+            tool did not run (a rejected, blocked or aborted call).
 
     """
 
@@ -229,6 +231,7 @@ class ToolExecutionEnd:
     tool_call: MuleIdentity
     call: ToolCall
     result: MuleToolResult
+    duration_ms: int | None = None
     type: ClassVar[Literal["tool_execution_end"]] = "tool_execution_end"
 
 

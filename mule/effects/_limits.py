@@ -65,8 +65,16 @@ class _Named:
     name: str
 
 
+def _opt_sum(a: int | None, b: int | None) -> int | None:
+    return None if a is None and b is None else (a or 0) + (b or 0)
+
+
 def add_usage(a: Usage, b: Usage) -> Usage:
-    """Return the sum of two usages, tokens and costs."""
+    """Return the sum of two usages, tokens and costs.
+
+    A sum is no provider's bill: its cost says nothing of `total_from_provider`. The optional
+    breakdowns (one-hour cache writes, reasoning) add up when either side reports them.
+    """
     ca, cb = a.cost, b.cost
     return _usage(
         a.input + b.input,
@@ -80,7 +88,10 @@ def add_usage(a: Usage, b: Usage) -> Usage:
             ca.cache_read + cb.cache_read,
             ca.cache_write + cb.cache_write,
             ca.total + cb.total,
+            None,
         ),
+        _opt_sum(a.cache_write_1h, b.cache_write_1h),
+        _opt_sum(a.reasoning, b.reasoning),
     )
 
 

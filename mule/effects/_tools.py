@@ -9,7 +9,7 @@ from attrs import frozen
 from returns.result import Result
 
 from mule.effects._errors import MuleError
-from mule.pi import (  # noqa: F401 (resolves the recursive alias)
+from mule.pi import (
     AbortSignal,
     ImageContent,
     JsonObject,
@@ -34,6 +34,8 @@ class MuleToolResult:
         content: What the model sees: text and image blocks.
         is_error: Whether the result is an error the model should see as one.
         details: Any JSON value for hosts and UIs (not sent to the model).
+        structured_content: A machine-readable result matching the tool's `output_schema`,
+            for programmatic callers (not sent to the model; kept on error results).
         usage: Tokens a tool spent itself (a sub-agent), if any.
         terminate: Ask the run to stop after this batch (when every result of the batch
             asks).
@@ -43,6 +45,7 @@ class MuleToolResult:
     content: tuple[TextContent | ImageContent, ...]
     is_error: bool = False
     details: JsonValue = None
+    structured_content: JsonValue = None
     usage: Usage | None = None
     terminate: bool | None = None
 
@@ -110,12 +113,15 @@ class MuleToolDeclaration:
         replay: Whether a durable run may run it again after a crash.
         execution_mode: Force `"sequential"` or `"parallel"` for this tool (None: the run's
             mode).
+        output_schema: The JSON Schema of the `structured_content` its successful results
+            carry, if it declares one (not sent to the model).
 
     """
 
     descriptor: Tool
     replay: Replay = "unsafe"
     execution_mode: ExecutionMode | None = None
+    output_schema: JsonObject | None = None
 
 
 @final

@@ -71,7 +71,14 @@ from mule.pi._messages import (
     UserMessage,
     text_of,
 )
-from mule.pi._model import InputKind, Model, ModelCost, ModelThinkingLevel, ThinkingLevel
+from mule.pi._model import (
+    InputKind,
+    Model,
+    ModelCost,
+    ModelCostTier,
+    ModelThinkingLevel,
+    ThinkingLevel,
+)
 from mule.pi._partial import PartialBuilder, PartialSnapshot
 from mule.pi._partial_json import parse_streaming_json
 from mule.pi._retry import (
@@ -165,6 +172,7 @@ __all__ = [
     "MissingExtraError",
     "Model",
     "ModelCost",
+    "ModelCostTier",
     "ModelThinkingLevel",
     "PartialBuilder",
     "PartialSnapshot",

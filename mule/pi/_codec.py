@@ -51,7 +51,7 @@ from mule.pi._messages import (
     UsageCost,
     UserMessage,
 )
-from mule.pi._model import Model, ModelCost
+from mule.pi._model import Model, ModelCost, ModelCostTier
 from mule.pi._unstructure import EXTRAS, Compiler, Encoder, Spec, camel, declared, is_free_json
 
 T = TypeVar("T")
@@ -418,7 +418,16 @@ def _build() -> WireCodec:
     conv = _base_converter()
     specs: dict[type[Any], Spec] = {
         cls: Spec()
-        for cls in (UsageCost, Usage, DiagnosticError, Diagnostic, ModelCost, Model, Tool)
+        for cls in (
+            UsageCost,
+            Usage,
+            DiagnosticError,
+            Diagnostic,
+            ModelCostTier,
+            ModelCost,
+            Model,
+            Tool,
+        )
     }
     specs |= {ThinkingBudgets: Spec(), Context: Spec()}
     specs |= {cls: Spec(("type", tag)) for tag, cls in _CONTENT_TAGS.items()}

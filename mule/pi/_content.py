@@ -72,6 +72,11 @@ class ToolCall:
             gate).
         thought_signature: A provider's opaque signature (Google), echoed back on the next
             call.
+        namespace: The OpenAI Responses namespace of a namespaced or dynamically loaded
+            tool, if any.
+        arguments_error: Set when the model's whole arguments text was not a JSON object
+            (`arguments` is then empty): the problem and the text received. The tool's
+            validation fails with it.
         extras: The keys Pi's object carried that mule has no field for, in their order: the
             scratch state of a call still streaming (`partialArgs`, `streamIndex`,
             `partialJson`, `index`), so a partial message writes back as Pi wrote it. None for
@@ -83,6 +88,8 @@ class ToolCall:
     name: str
     arguments: JsonObject = field(factory=dict)
     thought_signature: str | None = None
+    namespace: str | None = None
+    arguments_error: str | None = None
     extras: JsonObject | None = field(default=None, kw_only=True)
     type: ClassVar[Literal["toolCall"]] = "toolCall"
 

@@ -9,8 +9,10 @@ from attrs import field, frozen
 
 from mule.pi._content import AssistantContent, TextContent, UserContent
 from mule.pi._json import JsonObject, JsonValue
+from mule.pi._model import ModelThinkingLevel
 
-StopReason: TypeAlias = Literal["stop", "length", "toolUse", "error", "aborted"]
+StopReason: TypeAlias = Literal["pending", "stop", "length", "toolUse", "error", "aborted"]
+"""`"pending"` marks a partial message (the response so far); a final one has another reason."""
 SUCCESS_STOP_REASONS: frozenset[str] = frozenset({"stop", "length", "toolUse"})
 FAILURE_STOP_REASONS: frozenset[str] = frozenset({"error", "aborted"})
 
@@ -33,7 +35,10 @@ class UsageCost:
         output: USD for output tokens.
         cache_read: USD for cache reads.
         cache_write: USD for cache writes.
-        total: The sum.
+        total: The sum, or the provider's billed cost when it reports one.
+        total_from_provider: True when `total` is the provider's billed cost, False when it
+            is the catalogue estimate (`calculate_cost` writes False); None (absent) also
+            means an estimate.
 
     """
 
@@ -42,6 +47,7 @@ class UsageCost:
     cache_read: float = 0.0
     cache_write: float = 0.0
     total: float = 0.0
+    total_from_provider: bool | None = None
 
 
 @final
@@ -56,6 +62,9 @@ class Usage:
         cache_write: Tokens written to the prompt cache.
         total_tokens: All of them.
         cost: What they cost, from the model's prices.
+        cache_write_1h: The part of `cache_write` written with one-hour retention (only
+            Anthropic reports the split).
+        reasoning: The reasoning tokens, a part of `output`, when the provider reports them.
 
     """
 
@@ -65,6 +74,18 @@ class Usage:
     cache_write: int = 0
     total_tokens: int = 0
     cost: UsageCost = field(factory=UsageCost)
+    cache_write_1h: int | None = None
+    reasoning: int | None = None
+    __wire_order__ = (
+        "input",
+        "output",
+        "cache_read",
+        "cache_write",
+        "cache_write_1h",
+        "reasoning",
+        "total_tokens",
+        "cost",
+    )
 
 
 ZERO_USAGE = Usage()
@@ -137,12 +158,21 @@ class AssistantMessage:
         provider: The provider (`openai`, `anthropic`...).
         model: The model id.
         usage: This response's tokens and cost.
-        stop_reason: `"stop"`, `"length"`, `"toolUse"`, `"error"` or `"aborted"`.
+        stop_reason: `"stop"`, `"length"`, `"toolUse"`, `"error"` or `"aborted"`;
+            `"pending"` while it streams (a partial message).
         timestamp: When it was created, in milliseconds since the epoch.
         response_id: The provider's response id, if it sent one.
         response_model: The model the provider says answered, if it differs or says so.
         diagnostics: Provider diagnostics (HTTP errors of retried requests...).
         error_message: Why it failed, for `"error"` and `"aborted"`.
+        provider_thinking_level: The provider's own effort level used for this response,
+            when the provider was sent one.
+        thinking_level: The thinking level the loop asked for (`"off"` when none); absent
+            outside a loop.
+        raw_stop_reason: The provider's stop reason as it sent it (`"end_turn"`,
+            `"length"`...), kept when it maps to a Pi reason and when it maps to none.
+        duration_ms: Milliseconds from the request's start to the response's end (a
+            monotonic clock), set on the final message.
 
     """
 
@@ -158,7 +188,30 @@ class AssistantMessage:
     response_model: str | None = None
     diagnostics: tuple[Diagnostic, ...] | None = None
     error_message: str | None = None
+    provider_thinking_level: str | None = None
+    thinking_level: ModelThinkingLevel | None = None
+    raw_stop_reason: str | None = None
+    duration_ms: int | None = None
     role: ClassVar[Literal["assistant"]] = "assistant"
+    # Pi's key order as its providers build the object: the stream sets `durationMs` on the
+    # final message, then the loop adds `thinkingLevel`.
+    __wire_order__ = (
+        "content",
+        "api",
+        "provider",
+        "model",
+        "usage",
+        "stop_reason",
+        "timestamp",
+        "response_id",
+        "response_model",
+        "provider_thinking_level",
+        "diagnostics",
+        "raw_stop_reason",
+        "error_message",
+        "duration_ms",
+        "thinking_level",
+    )
 
 
 @final
@@ -174,6 +227,8 @@ class ToolResultMessage:
         timestamp: When it was created, in milliseconds since the epoch.
         details: Free JSON for hosts and UIs (not sent to the model).
         usage: Tokens the tool spent itself, if any.
+        duration_ms: Milliseconds the tool's execution took (a monotonic clock); None when
+            the tool did not run.
 
     """
 
@@ -184,7 +239,19 @@ class ToolResultMessage:
     timestamp: int
     details: JsonValue = None
     usage: Usage | None = None
+    duration_ms: int | None = None
     role: ClassVar[Literal["toolResult"]] = "toolResult"
+    # Pi's key order (pi-agent-core's createToolResultMessage).
+    __wire_order__ = (
+        "tool_call_id",
+        "tool_name",
+        "content",
+        "details",
+        "usage",
+        "is_error",
+        "duration_ms",
+        "timestamp",
+    )
 
 
 Message: TypeAlias = UserMessage | AssistantMessage | ToolResultMessage

@@ -9,9 +9,31 @@ from attrs import field, frozen
 
 from mule.pi._json import JsonObject, JsonValue  # noqa: F401 (resolves the recursive alias)
 
-ThinkingLevel: TypeAlias = Literal["minimal", "low", "medium", "high", "xhigh"]
-ModelThinkingLevel: TypeAlias = Literal["off", "minimal", "low", "medium", "high", "xhigh"]
+ThinkingLevel: TypeAlias = Literal["minimal", "low", "medium", "high", "xhigh", "max"]
+ModelThinkingLevel: TypeAlias = Literal["off", "minimal", "low", "medium", "high", "xhigh", "max"]
 InputKind: TypeAlias = Literal["text", "image"]
+
+
+@final
+@frozen
+class ModelCostTier:
+    """Prices in USD per million tokens that apply above a prompt size.
+
+    Attributes:
+        input: Per million input tokens.
+        output: Per million output tokens.
+        cache_read: Per million cache-read tokens.
+        cache_write: Per million cache-write tokens.
+        input_tokens_above: The tier applies when input, cache-read and cache-write tokens
+            together exceed this.
+
+    """
+
+    input: float
+    output: float
+    cache_read: float
+    cache_write: float
+    input_tokens_above: int
 
 
 @final
@@ -24,6 +46,8 @@ class ModelCost:
         output: Per million output tokens.
         cache_read: Per million cache-read tokens.
         cache_write: Per million cache-write tokens.
+        tiers: Higher prices for long prompts; the tier with the highest threshold below
+            the prompt's size applies.
 
     """
 
@@ -31,6 +55,7 @@ class ModelCost:
     output: float = 0.0
     cache_read: float = 0.0
     cache_write: float = 0.0
+    tiers: tuple[ModelCostTier, ...] | None = None
 
 
 @final
@@ -54,6 +79,12 @@ class Model:
             differ.
         headers: Extra HTTP headers for every request.
         compat: Per-host switches of OpenAI-compatible servers (Pi's `compat`).
+        prompt_cache: The prompt cache's lifetimes in seconds per retention tier (`short`,
+            `long`), when known.
+        input_limits: The provider's input limits (`maxRequestBytes`, image limits).
+        type: `"chat"` when the catalogue says so (a model without a type is a chat model).
+        extras: Keys of Pi's model that mule has no field for (`samplingParams`, a gateway's
+            `providers`...), in their order, so a model writes back as Pi wrote it.
 
     """
 
@@ -70,6 +101,17 @@ class Model:
     thinking_level_map: Mapping[str, str | None] | None = None
     headers: Mapping[str, str] | None = None
     compat: JsonObject | None = None
+    prompt_cache: JsonObject | None = None
+    input_limits: JsonObject | None = None
+    type: Literal["chat"] | None = None
+    extras: JsonObject | None = field(default=None, kw_only=True)
 
 
-__all__ = ["InputKind", "Model", "ModelCost", "ModelThinkingLevel", "ThinkingLevel"]
+__all__ = [
+    "InputKind",
+    "Model",
+    "ModelCost",
+    "ModelCostTier",
+    "ModelThinkingLevel",
+    "ThinkingLevel",
+]

@@ -151,7 +151,7 @@ class Compiler:
         hints = get_type_hints(cls)
         fields: list[tuple[str, Any, bool]] = []  # (attribute read, type, left out when None)
         extras = False
-        for a in attrs.fields(cls):
+        for a in _wire_ordered(cls):
             public = a.name.lstrip("_")
             if public in omit:
                 continue
@@ -169,14 +169,16 @@ class Compiler:
             fields.append((name, get_type_hints(getattr(cls, name).fget)["return"], False))
 
         ns: dict[str, Any] = {}
-        always = [] if spec.tag is None else [f"{spec.tag[0]!r}: {spec.tag[1]!r}"]
-        optional: list[str] = []
+        # Keys in wire order: the leading always-written keys form one dict display; a key
+        # after the first optional one is set by a statement, so the order still holds.
+        head = [] if spec.tag is None else [f"{spec.tag[0]!r}: {spec.tag[1]!r}"]
+        body: list[str] = []
         for read, t, omit_none in fields:
             key = camel(read)
             inner, nullable = _strip_none(t)
             if omit_none:
                 code = "_self(v)" if inner is cls else self.expression(inner, "v", ns)
-                optional += [
+                body += [
                     f"    v = o.{read}",
                     "    if v is not None:",
                     f"        res[{key!r}] = {code}",
@@ -186,15 +188,34 @@ class Compiler:
             code = f"_self({value})" if inner is cls else self.expression(inner, value, ns)
             if nullable and code != value:
                 code = f"None if {value} is None else {code}"
-            always.append(f"{key!r}: {code}")
+            if body:
+                body.append(f"    res[{key!r}] = {code}")
+            else:
+                head.append(f"{key!r}: {code}")
         if extras:
-            optional += [f"    if o.{EXTRAS}:", f"        res.update(o.{EXTRAS})"]
+            body += [f"    if o.{EXTRAS}:", f"        res.update(o.{EXTRAS})"]
         source = "\n".join(
-            ["def _self(o):", f"    res = {{{', '.join(always)}}}", *optional, "    return res"]
+            ["def _self(o):", f"    res = {{{', '.join(head)}}}", *body, "    return res"]
         )
         exec(compile(source, f"<mule encoder {cls.__name__}>", "exec"), ns)
         fn: Encoder = ns["_self"]
         return fn
+
+
+WIRE_ORDER = "__wire_order__"
+"""A class attribute naming its attributes in Pi's key order, when that is not their order."""
+
+
+def _wire_ordered(cls: type[Any]) -> tuple[attrs.Attribute[Any], ...]:
+    """Return the attrs fields of `cls` in wire order (its `__wire_order__`, if it has one)."""
+    fields: tuple[attrs.Attribute[Any], ...] = attrs.fields(cls)
+    order: tuple[str, ...] | None = getattr(cls, WIRE_ORDER, None)
+    if order is None:
+        return fields
+    by_name = {a.name: a for a in fields}
+    if sorted(order) != sorted(by_name):
+        raise TypeError(f"{cls.__name__}.{WIRE_ORDER} must name each attribute once")
+    return tuple(by_name[n] for n in order)
 
 
 _PLAIN: frozenset[Any] = frozenset({str, int, bool, Any})
@@ -202,4 +223,13 @@ _PLAIN: frozenset[Any] = frozenset({str, int, bool, Any})
 # A field of this name holds the wire keys its class has no field for (decoded and re-written).
 EXTRAS = "extras"
 
-__all__ = ["EXTRAS", "Compiler", "Encoder", "Spec", "camel", "declared", "is_free_json"]
+__all__ = [
+    "EXTRAS",
+    "WIRE_ORDER",
+    "Compiler",
+    "Encoder",
+    "Spec",
+    "camel",
+    "declared",
+    "is_free_json",
+]

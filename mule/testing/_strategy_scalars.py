@@ -20,7 +20,10 @@ MAX_SAFE_INTEGER = 2**53 - 1
 MAX_BLOCKS = 4
 SUCCESS_REASONS: tuple[StopReason, ...] = ("stop", "length", "toolUse")
 FAILURE_REASONS: tuple[StopReason, ...] = ("error", "aborted")
-THINKING_LEVELS = ("minimal", "low", "medium", "high", "xhigh")
+THINKING_LEVELS = ("minimal", "low", "medium", "high", "xhigh", "max")
+MODEL_THINKING_LEVELS = ("off", *THINKING_LEVELS)
+PARTIAL_REASONS: tuple[StopReason, ...] = ("pending", "stop")
+"""A partial's stop reason: "pending", or the mapped reason once the provider sent it."""
 
 
 def texts(max_size: int = 24) -> Strategy[str]:
@@ -79,6 +82,8 @@ __all__ = [
     "FAILURE_REASONS",
     "MAX_BLOCKS",
     "MAX_SAFE_INTEGER",
+    "MODEL_THINKING_LEVELS",
+    "PARTIAL_REASONS",
     "SUCCESS_REASONS",
     "THINKING_LEVELS",
     "Strategy",

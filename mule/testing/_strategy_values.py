@@ -20,6 +20,7 @@ from mule.pi import (
     Message,
     Model,
     ModelCost,
+    ModelCostTier,
     StartEvent,
     StopReason,
     TextContent,
@@ -46,6 +47,8 @@ from mule.pi import (
 from mule.testing._strategy_scalars import (
     FAILURE_REASONS,
     MAX_BLOCKS,
+    MODEL_THINKING_LEVELS,
+    PARTIAL_REASONS,
     SUCCESS_REASONS,
     THINKING_LEVELS,
     Strategy,
@@ -54,6 +57,7 @@ from mule.testing._strategy_scalars import (
     counts,
     ids,
     json_objects,
+    json_values,
     non_null_json,
     prices,
     texts,
@@ -86,8 +90,16 @@ def image_contents() -> Strategy[ImageContent]:
 
 
 def tool_calls() -> Strategy[ToolCall]:
-    """Draw a tool call whose arguments are a JSON object."""
-    return st.builds(ToolCall, ids(), ids(), json_objects(), st.none() | texts())
+    """Draw a tool call whose arguments are a JSON object (maybe namespaced, maybe unparsed)."""
+    return st.builds(
+        ToolCall,
+        ids(),
+        ids(),
+        json_objects(),
+        st.none() | texts(),
+        st.none() | ids(),
+        st.none() | texts(),
+    )
 
 
 def user_contents() -> Strategy[UserContent]:
@@ -105,16 +117,20 @@ def assistant_contents() -> Strategy[AssistantContent]:
 
 @st.composite
 def usage_costs(draw: st.DrawFn) -> UsageCost:
-    """Draw a cost breakdown whose total is the sum of its parts."""
+    """Draw a cost breakdown whose total is the sum of its parts (or the provider's)."""
     a, b, c, d = (draw(prices()) for _ in range(4))
-    return UsageCost(a, b, c, d, total=a + b + c + d)
+    from_provider = draw(st.none() | st.booleans())
+    total = draw(prices()) if from_provider else a + b + c + d
+    return UsageCost(a, b, c, d, total=total, total_from_provider=from_provider)
 
 
 @st.composite
 def usages(draw: st.DrawFn) -> Usage:
     """Draw token counts with `total_tokens` their sum, and a consistent cost."""
     n = [draw(counts()) for _ in range(4)]
-    return Usage(n[0], n[1], n[2], n[3], sum(n), draw(usage_costs()))
+    long_write = draw(st.none() | st.integers(0, n[3]))
+    reasoning = draw(st.none() | st.integers(0, n[1]))
+    return Usage(n[0], n[1], n[2], n[3], sum(n), draw(usage_costs()), long_write, reasoning)
 
 
 def diagnostic_errors() -> Strategy[DiagnosticError]:
@@ -146,8 +162,13 @@ def assistant_messages(
     stop_reasons: tuple[StopReason, ...] = SUCCESS_REASONS + FAILURE_REASONS,
     content: Strategy[AssistantContent] | None = None,
 ) -> AssistantMessage:
-    """Draw an assistant message; `error_message` is set exactly for "error" and "aborted"."""
+    """Draw an assistant message; `error_message` is set exactly for "error" and "aborted".
+
+    A partial ("pending") has no duration or thinking level yet: the stream and the loop set
+    them on the final message.
+    """
     stop = draw(st.sampled_from(stop_reasons))
+    final = stop != "pending"
     blocks = draw(st.lists(content or assistant_contents(), max_size=MAX_BLOCKS))
     diag = draw(st.none() | st.lists(diagnostics(), max_size=2).map(tuple))
     return AssistantMessage(
@@ -162,6 +183,10 @@ def assistant_messages(
         response_id=draw(st.none() | ids()),
         diagnostics=diag,
         error_message=draw(texts()) if stop in FAILURE_REASONS else None,
+        provider_thinking_level=draw(st.none() | ids()),
+        thinking_level=draw(st.none() | st.sampled_from(MODEL_THINKING_LEVELS)) if final else None,
+        raw_stop_reason=draw(st.none() | ids()) if final else None,
+        duration_ms=draw(st.none() | counts()) if final else None,
     )
 
 
@@ -176,6 +201,7 @@ def tool_result_messages() -> Strategy[ToolResultMessage]:
         timestamp=timestamps(),
         details=st.none() | non_null_json(),
         usage=st.none() | usages(),
+        duration_ms=st.none() | counts(),
     )
 
 
@@ -188,8 +214,10 @@ def messages() -> Strategy[Message]:
 
 
 def model_costs() -> Strategy[ModelCost]:
-    """Draw prices in USD per million tokens."""
-    return st.builds(ModelCost, prices(), prices(), prices(), prices())
+    """Draw prices in USD per million tokens, sometimes with tiers for long prompts."""
+    tier = st.builds(ModelCostTier, prices(), prices(), prices(), prices(), counts())
+    tiers = st.none() | st.lists(tier, min_size=1, max_size=2).map(tuple)
+    return st.builds(ModelCost, prices(), prices(), prices(), prices(), tiers)
 
 
 def models() -> Strategy[Model]:
@@ -213,7 +241,17 @@ def models() -> Strategy[Model]:
         thinking_level_map=st.none() | level_map,
         headers=st.none() | st.dictionaries(ids(), texts(), max_size=3),
         compat=st.none() | json_objects(),
+        prompt_cache=st.none()
+        | st.fixed_dictionaries({}, optional={"short": counts(), "long": counts()}),
+        input_limits=st.none() | json_objects(),
+        type=st.none() | st.just("chat"),
+        extras=st.none()
+        | st.dictionaries(st.sampled_from(_MODEL_EXTRAS), json_values(), min_size=1),
     )
+
+
+_MODEL_EXTRAS = ("samplingParams", "lab", "enabled", "providers")
+"""Keys of Pi's models that mule keeps as extras."""
 
 
 def tools() -> Strategy[Tool]:
@@ -263,8 +301,9 @@ _BLOCK_STRATEGY: dict[type[Any], Any] = {
 
 
 def _partials() -> Strategy[AssistantMessage]:
-    # Pi's partials carry a success stop reason and no error message until the terminal event.
-    return assistant_messages(stop_reasons=("stop",))
+    # Pi's partials are "pending" (or carry the mapped reason once the provider sent it) and
+    # have no error message until the terminal event.
+    return assistant_messages(stop_reasons=PARTIAL_REASONS)
 
 
 @st.composite

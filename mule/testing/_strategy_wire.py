@@ -8,6 +8,8 @@ from mule.pi import StopReason, needs_extra
 from mule.testing._strategy_scalars import (
     FAILURE_REASONS,
     MAX_BLOCKS,
+    MODEL_THINKING_LEVELS,
+    PARTIAL_REASONS,
     SUCCESS_REASONS,
     THINKING_LEVELS,
     Strategy,
@@ -27,9 +29,19 @@ with needs_extra("testing", "mule.testing's strategies"):
 
 
 def _obj(
-    required: dict[str, Strategy[Any]], optional: dict[str, Strategy[Any]] | None = None
+    required: dict[str, Strategy[Any]],
+    optional: dict[str, Strategy[Any]] | None = None,
+    order: tuple[str, ...] | None = None,
 ) -> Strategy[Wire]:
-    return st.fixed_dictionaries(required, optional=optional or {})
+    """Draw an object in Pi's key order: `order`, or the required keys, then the optional ones.
+
+    (`fixed_dictionaries` does not keep the order its keys were given in.)
+    """
+    optional = optional or {}
+    keys = order or (*required, *optional)
+    return st.fixed_dictionaries(required, optional=optional).map(
+        lambda d: {k: d[k] for k in keys if k in d}
+    )
 
 
 def text_content_json() -> Strategy[Wire]:
@@ -66,7 +78,8 @@ def tool_call_json() -> Strategy[Wire]:
     """Draw wire JSON of a tool call."""
     return _obj(
         {"type": st.just("toolCall"), "id": ids(), "name": ids(), "arguments": json_objects()},
-        {"thoughtSignature": texts()},
+        {"thoughtSignature": texts(), "namespace": ids(), "argumentsError": texts()},
+        ("type", "id", "name", "arguments", "thoughtSignature", "namespace", "argumentsError"),
     )
 
 
@@ -85,20 +98,22 @@ def usage_json(draw: st.DrawFn) -> Wire:
     """Draw wire JSON of a usage record (counts may be written as JS integers, costs as 0)."""
     n = [draw(counts()) for _ in range(4)]
     c = [draw(prices() | st.just(0)) for _ in range(4)]
-    return {
-        "input": n[0],
-        "output": n[1],
-        "cacheRead": n[2],
-        "cacheWrite": n[3],
-        "totalTokens": sum(n),
-        "cost": {
-            "input": c[0],
-            "output": c[1],
-            "cacheRead": c[2],
-            "cacheWrite": c[3],
-            "total": c[0] + c[1] + c[2] + c[3],
-        },
+    cost: Wire = {
+        "input": c[0],
+        "output": c[1],
+        "cacheRead": c[2],
+        "cacheWrite": c[3],
+        "total": c[0] + c[1] + c[2] + c[3],
     }
+    from_provider = draw(st.none() | st.booleans())
+    if from_provider is not None:
+        cost["totalFromProvider"] = from_provider
+    usage: Wire = {"input": n[0], "output": n[1], "cacheRead": n[2], "cacheWrite": n[3]}
+    if draw(st.booleans()):
+        usage["cacheWrite1h"] = draw(st.integers(0, n[3]))
+    if draw(st.booleans()):
+        usage["reasoning"] = draw(st.integers(0, n[1]))
+    return {**usage, "totalTokens": sum(n), "cost": cost}
 
 
 def diagnostic_json() -> Strategy[Wire]:
@@ -125,11 +140,18 @@ def assistant_message_json(
 ) -> Wire:
     """Draw wire JSON of an assistant message; `errorMessage` only for "error" and "aborted"."""
     stop = draw(st.sampled_from(stop_reasons))
-    optional = {
+    optional: dict[str, Strategy[Any]] = {
         "responseModel": ids(),
         "responseId": ids(),
+        "providerThinkingLevel": ids(),
         "diagnostics": st.lists(diagnostic_json(), max_size=2),
     }
+    if stop != "pending":  # set once the provider sent its reason; then at the end
+        optional |= {
+            "rawStopReason": ids(),
+            "durationMs": counts(),
+            "thinkingLevel": st.sampled_from(MODEL_THINKING_LEVELS),
+        }
     base = {
         "role": st.just("assistant"),
         "content": st.lists(assistant_content_json(), max_size=MAX_BLOCKS),
@@ -142,8 +164,29 @@ def assistant_message_json(
     }
     if stop in FAILURE_REASONS:
         base["errorMessage"] = texts()
-    out: Wire = draw(_obj(base, optional))
+    out: Wire = draw(_obj(base, optional, _ASSISTANT_ORDER))
     return out
+
+
+_ASSISTANT_ORDER = (
+    "role",
+    "content",
+    "api",
+    "provider",
+    "model",
+    "usage",
+    "stopReason",
+    "timestamp",
+    "responseId",
+    "responseModel",
+    "providerThinkingLevel",
+    "diagnostics",
+    "rawStopReason",
+    "errorMessage",
+    "durationMs",
+    "thinkingLevel",
+)
+"""Pi's key order of an assistant message, as its providers and its loop build one."""
 
 
 def tool_result_message_json() -> Strategy[Wire]:
@@ -157,7 +200,18 @@ def tool_result_message_json() -> Strategy[Wire]:
             "isError": st.booleans(),
             "timestamp": timestamps(),
         },
-        {"details": non_null_json(), "usage": usage_json()},
+        {"details": non_null_json(), "usage": usage_json(), "durationMs": counts()},
+        (
+            "role",
+            "toolCallId",
+            "toolName",
+            "content",
+            "details",
+            "usage",
+            "isError",
+            "durationMs",
+            "timestamp",
+        ),
     )
 
 
@@ -179,7 +233,8 @@ def model_json() -> Strategy[Wire]:
             "reasoning": st.booleans(),
             "input": st.sampled_from((["text"], ["text", "image"])),
             "cost": _obj(
-                {"input": price, "output": price, "cacheRead": price, "cacheWrite": price}
+                {"input": price, "output": price, "cacheRead": price, "cacheWrite": price},
+                {"tiers": st.lists(_tier_json(), min_size=1, max_size=2)},
             ),
             "contextWindow": counts(),
             "maxTokens": counts(),
@@ -190,7 +245,25 @@ def model_json() -> Strategy[Wire]:
             ),
             "headers": st.dictionaries(ids(), texts(), max_size=3),
             "compat": json_objects(),
+            "promptCache": _obj({}, {"short": counts(), "long": counts()}),
+            "inputLimits": json_objects(),
+            "type": st.just("chat"),
+            "samplingParams": json_objects(),  # no field: kept as an extra, written last
+            "lab": ids(),
         },
+    )
+
+
+def _tier_json() -> Strategy[Wire]:
+    price = prices() | st.just(0)
+    return _obj(
+        {
+            "input": price,
+            "output": price,
+            "cacheRead": price,
+            "cacheWrite": price,
+            "inputTokensAbove": counts(),
+        }
     )
 
 
@@ -237,7 +310,7 @@ def assistant_message_event_json(draw: st.DrawFn, event_type: str | None = None)
     if kind == "error":
         message = draw(assistant_message_json(stop_reasons=FAILURE_REASONS))
         return {"type": "error", "reason": message["stopReason"], "error": message}
-    partial = draw(assistant_message_json(stop_reasons=("stop",)))
+    partial = draw(assistant_message_json(stop_reasons=PARTIAL_REASONS))
     if kind == "start":
         return {"type": "start", "partial": partial}
     tag = _EVENT_BLOCK_TAG[kind]

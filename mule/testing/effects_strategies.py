@@ -91,6 +91,7 @@ def tool_results() -> Strategy[MuleToolResult]:
         content=st.lists(ms.user_contents(), max_size=3).map(tuple),
         is_error=st.booleans(),
         details=st.none() | ms.json_values(),
+        structured_content=st.none() | ms.json_values(),
         usage=st.none() | ms.usages(),
         terminate=st.none() | st.booleans(),
     )
@@ -180,8 +181,17 @@ EVENT_STRATEGIES: dict[type[Any], Strategy[Any]] = {
             call=ms.tool_calls(),
             result=tool_results(),
         )
-        for cls in (ToolExecutionUpdate, ToolExecutionEnd)
+        for cls in (ToolExecutionUpdate,)
     },
+    ToolExecutionEnd: st.builds(
+        ToolExecutionEnd,
+        run=runs(),
+        turn=turns(),
+        tool_call=identities("tool_call"),
+        call=ms.tool_calls(),
+        result=tool_results(),
+        duration_ms=st.none() | st.integers(min_value=0, max_value=10_000_000),
+    ),
     TurnEnd: st.builds(
         TurnEnd,
         run=runs(),

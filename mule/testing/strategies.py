@@ -12,7 +12,10 @@ Every drawn value is valid by Pi's contract:
 
 - `errorMessage` is present exactly when `stopReason` is "error" or "aborted";
 - tool-call `arguments` are JSON objects; usage counts are non-negative and `totalTokens` and
-  `cost.total` are the sums of their parts;
+  `cost.total` are the sums of their parts (unless `cost.totalFromProvider` says the provider
+  billed the total);
+- a partial assistant message (in `start` and block events) is "pending" or carries the reason
+  the provider already sent, and has no `durationMs` or `thinkingLevel` while "pending";
 - a block event's `contentIndex` points at a block of its kind in `partial`, `*_end` events repeat
   that block's text (or the tool call), `done`/`error` reasons equal the message's stop reason;
 - integers stay within JavaScript's safe range and floats are finite.

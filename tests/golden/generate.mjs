@@ -1,11 +1,12 @@
-// Regenerates mule's golden wire fixtures from the real Pi 0.73.1 packages in node/node_modules.
+// Regenerates mule's golden wire fixtures from the real Pi 1.6.0 packages in node/node_modules.
 //
 //   node tests/golden/generate.mjs [output-dir]
 //
-// Every value below is produced by Pi itself (its faux provider, streamSimple, agentLoop,
-// calculateCost, createAssistantMessageDiagnostic, the generated model catalogue), serialised with
-// JSON.stringify exactly as Pi would put it on the wire. The clock is pinned and stream chunking
-// is fixed so that reruns give identical files.
+// Every value below is produced by Pi itself (its faux provider through a Models collection,
+// agentLoop, calculateCost, createAssistantMessageDiagnostic, the generated model catalogue),
+// serialised with JSON.stringify exactly as Pi would put it on the wire. The clocks (Date.now and
+// the monotonic performance.now that times responses and tools) are pinned and stream chunking is
+// fixed so that reruns give identical files.
 
 import { writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
@@ -14,26 +15,29 @@ import { fileURLToPath, pathToFileURL } from "node:url";
 const HERE = dirname(fileURLToPath(import.meta.url));
 const OUT = process.argv[2] ?? HERE; // tests pass a scratch directory to check for drift
 // Pi is installed under <repo>/node, not next to this script, so import it by path.
-const PI = join(HERE, "..", "..", "node", "legacy", "node_modules", "@mariozechner");
-const load = (pkg) => import(pathToFileURL(join(PI, pkg, "dist", "index.js")).href);
+const PI = join(HERE, "..", "..", "node", "node_modules", "@earendil-works");
+const load = (pkg, file = "index.js") => import(pathToFileURL(join(PI, pkg, "dist", file)).href);
 const { agentLoop } = await load("pi-agent-core");
 const {
 	calculateCost,
 	createAssistantMessageDiagnostic,
+	createInitialSystemMessage,
+	createModels,
 	fauxAssistantMessage,
+	fauxProvider,
 	fauxText,
 	fauxThinking,
 	fauxToolCall,
-	getModels,
-	getProviders,
-	registerFauxProvider,
-	streamSimple,
-	Type,
+	toToolDeclaration,
 } = await load("pi-ai");
+const { MODELS } = await load("pi-ai", "models.generated.js");
+const { arr, int, num, obj, opt, str } = await load("pi-schema");
 
 const EPOCH = 1767225600000; // 2026-01-01T00:00:00Z
 let tick = 0;
 Date.now = () => EPOCH + tick++;
+let monotonic = 0;
+performance.now = () => (monotonic += 7); // every measured span is a multiple of 7 ms
 
 const wire = (value) => JSON.parse(JSON.stringify(value));
 const write = (name, value) => {
@@ -43,7 +47,7 @@ const write = (name, value) => {
 
 const IMAGE = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8/5+hHgAHggJ/PchI7wAAAABJRU5ErkJggg==";
 
-const faux = registerFauxProvider({
+const faux = fauxProvider({
 	api: "faux",
 	provider: "faux",
 	// A macrotask per chunk: the consumer serialises each event before the partial moves on.
@@ -55,6 +59,8 @@ const faux = registerFauxProvider({
 	],
 });
 const model = faux.getModel();
+const models = createModels();
+models.setProvider(faux.provider);
 
 // ---------------------------------------------------------------- streams (AssistantMessageEvent)
 
@@ -69,7 +75,7 @@ async function record(name, response, { context, options } = {}) {
 		messages: [{ role: "user", content: "hello", timestamp: Date.now() }],
 	};
 	const events = [];
-	const stream = streamSimple(model, ctx, { ...options, sessionId: "golden" });
+	const stream = models.streamSimple(model, ctx, { ...options, sessionId: "golden" });
 	for await (const event of stream) {
 		events.push(wire(event));
 		if (options?.abortAfter && events.length === options.abortAfter) options.controller.abort();
@@ -156,7 +162,7 @@ await record(
 				{
 					name: "read",
 					description: "Read a file",
-					parameters: Type.Object({ path: Type.String({ description: "file" }), lines: Type.Optional(Type.Array(Type.Integer())) }),
+					parameters: obj({ path: str({ description: "file" }), lines: opt(arr(int())) }),
 				},
 			],
 		},
@@ -167,9 +173,13 @@ await record(
 
 async function runLoop(name, responses, tools, prompt) {
 	faux.setResponses(responses);
-	const context = { systemPrompt: "Use tools.", messages: [], tools };
+	// The transcript starts with its system message, so the loop adds none (mule's Message has no
+	// system role yet: the loop's fixtures carry those).
+	const system = createInitialSystemMessage("Use tools.", tools.map(toToolDeclaration));
+	const context = { messages: [system], tools };
 	const config = { model, convertToLlm: (m) => m, sessionId: "golden-loop" };
-	const stream = agentLoop([prompt], context, config);
+	const streamFn = (m, c, o) => models.streamSimple(m, c, o);
+	const stream = agentLoop([prompt], context, config, undefined, streamFn);
 	const updates = [];
 	for await (const event of stream) {
 		if (event.type === "message_update") updates.push(wire(event.assistantMessageEvent));
@@ -184,7 +194,7 @@ const tools = [
 		name: "read",
 		label: "Read",
 		description: "Read a file",
-		parameters: Type.Object({ path: Type.String() }),
+		parameters: obj({ path: str() }),
 		execute: async (_id, args) => ({
 			content: [{ type: "text", text: `contents of ${args.path}` }, { type: "image", data: IMAGE, mimeType: "image/png" }],
 			details: { path: args.path, bytes: 12, tags: ["a", "b"], nested: { ok: true, nothing: null } },
@@ -194,16 +204,37 @@ const tools = [
 		name: "boom",
 		label: "Boom",
 		description: "Always fails",
-		parameters: Type.Object({}),
+		parameters: obj({}),
 		execute: async () => {
 			throw new Error("kaboom");
 		},
 	},
 	{
+		name: "measure",
+		label: "Measure",
+		description: "Structured output, its own usage, an error without throwing",
+		parameters: obj({ n: num() }),
+		outputSchema: { type: "object", properties: { n: { type: "number" } } },
+		execute: async (_id, args) => ({
+			content: [{ type: "text", text: `measured ${args.n}` }],
+			details: { n: args.n },
+			structuredContent: { n: args.n, unit: "cm" },
+			usage: {
+				input: 10,
+				output: 5,
+				cacheRead: 0,
+				cacheWrite: 0,
+				totalTokens: 15,
+				cost: { input: 0.1, output: 0.2, cacheRead: 0, cacheWrite: 0, total: 0.30000000000000004, totalFromProvider: true },
+			},
+			isError: args.n < 0,
+		}),
+	},
+	{
 		name: "plain",
 		label: "Plain",
 		description: "Details are a string",
-		parameters: Type.Object({ n: Type.Number() }),
+		parameters: obj({ n: num() }),
 		execute: async (_id, args) => ({ content: [], details: `n=${args.n}` }),
 	},
 ];
@@ -218,6 +249,8 @@ await runLoop(
 				fauxToolCall("missing", { x: 1 }, { id: "t3" }),
 				fauxToolCall("plain", { n: "7" }, { id: "t4" }),
 				fauxToolCall("plain", { n: "not a number" }, { id: "t5" }),
+				fauxToolCall("measure", { n: 3 }, { id: "t6" }),
+				fauxToolCall("measure", { n: -1 }, { id: "t7" }),
 			],
 			{ stopReason: "toolUse" },
 		),
@@ -229,21 +262,25 @@ await runLoop(
 
 // ---------------------------------------------------------------- models and cost
 
-const catalogue = getProviders().flatMap((p) => getModels(p));
+const catalogue = Object.values(MODELS).flatMap((byId) => Object.values(byId));
 const modelFixtures = [...faux.models.map((m) => ({ name: `faux ${m.id}`, model: wire(m) }))];
 const seen = new Set();
 for (const m of catalogue) {
-	const features = ["thinkingLevelMap", "compat", "headers"].filter((k) => k in m).join("+");
-	const key = `${m.api}|${features}`;
+	const features = Object.keys(m).join("+");
+	const costFeatures = Object.keys(m.cost).join("+");
+	const key = `${m.api}|${features}|${costFeatures}`;
 	if (seen.has(key)) continue;
 	seen.add(key);
 	modelFixtures.push({ name: `${m.provider}/${m.id}`, model: wire(m) });
 }
 
-// Compact rows [price, tokens, cost] (in Pi's key order) for every distinct price in the catalogue.
+// Compact rows [price, tokens, cost] for every distinct price in the catalogue: the model's cost
+// object as Pi writes it (tiers included), [input, output, cacheRead, cacheWrite, cacheWrite1h]
+// (null: no 1h split), and the cost Pi computed, in its key order.
 const usages = [
 	{ input: 1234, output: 567, cacheRead: 89, cacheWrite: 10 },
 	{ input: 987654, output: 123457, cacheRead: 2500000, cacheWrite: 33333 },
+	{ input: 150000, output: 2000, cacheRead: 60000, cacheWrite: 9000, cacheWrite1h: 4000 },
 ];
 const prices = new Map();
 for (const m of catalogue) prices.set(JSON.stringify(m.cost), m.cost);
@@ -252,11 +289,10 @@ for (const price of prices.values()) {
 	for (const tokens of usages) {
 		const usage = { ...tokens, totalTokens: 0, cost: {} };
 		calculateCost({ ...model, cost: price }, usage);
-		const c = usage.cost;
 		costs.push([
-			[price.input, price.output, price.cacheRead, price.cacheWrite],
-			[tokens.input, tokens.output, tokens.cacheRead, tokens.cacheWrite],
-			[c.input, c.output, c.cacheRead, c.cacheWrite, c.total],
+			wire(price),
+			[tokens.input, tokens.output, tokens.cacheRead, tokens.cacheWrite, tokens.cacheWrite1h ?? null],
+			wire(usage.cost),
 		]);
 	}
 }

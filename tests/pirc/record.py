@@ -193,19 +193,21 @@ def record_all(executable: str, out: Path, current: bool, only: set[str] | None 
             extensions=(EXT,),
             tools=("big_output",),
         )
-        rec(
+        session = [
+            {"type": "get_available_thinking_levels", "id": "c1"},
+            {"type": "get_entries", "id": "c2"},
+            {"type": "get_tree", "id": "c3"},
+            {"type": "clear_queue", "id": "c4"},
+            {"type": "bash", "id": "c5", "command": "echo out; echo err >&2"},
+            {"type": "get_state", "id": "c6"},
+            {"type": "no_such_command", "id": "c7"},
+            {"type": "get_messages", "id": "c8"},
+        ]
+        rec(  # after one prompt's run, so that the session holds messages
             "commands",
-            [],
-            [
-                {"type": "get_available_thinking_levels", "id": "c1"},
-                {"type": "get_entries", "id": "c2"},
-                {"type": "get_tree", "id": "c3"},
-                {"type": "clear_queue", "id": "c4"},
-                {"type": "bash", "id": "c5", "command": "echo out; echo err >&2"},
-                {"type": "get_state", "id": "c6"},
-                {"type": "no_such_command", "id": "c7"},
-            ],
-            done=_answers({f"c{i}" for i in range(1, 8)}),
+            [chat_stream(calls=[ls]), chat_text("listed")],
+            react=lambda r, _seen: session if r.get("type") == "agent_settled" else [],
+            done=_answers({f"c{i}" for i in range(1, 9)}),
         )
     ask = tool_call("c1", "ask_user", {"question": "ok?"})
     rec(

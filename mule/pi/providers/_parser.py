@@ -311,6 +311,8 @@ class StreamParser:
         """Finish with Pi's `done`, or fail the stream when the stop reason is a failure."""
         if reason == "error" or reason == "aborted":
             raise ProviderError(error_message or UNKNOWN_ERROR)
+        if reason == "pending":  # the provider never said why it stopped
+            raise ProviderError(error_message or "Stream ended without a stop reason")
         self._out.append(DoneEvent(reason=reason, message=self._b.message(reason)))
 
 
