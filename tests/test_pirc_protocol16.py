@@ -331,8 +331,9 @@ def test_settling_jobs_follow_dispositions_and_ignore_barriers() -> None:
 def test_message_start_of_the_assistant_maps() -> None:
     """The assistant's `message_start` (`stopReason: "pending"`) is a `MessageStart`."""
     _, _, events = replay(records("text"))
-    starts = [e for e in events if isinstance(e, MessageStart)]
-    assert any(isinstance(e.value, AssistantMessage) for e in starts)
+    starts = [e.value for e in events if isinstance(e, MessageStart)]
+    (start,) = [m for m in starts if isinstance(m, AssistantMessage)]
+    assert (start.stop_reason, start.content) == ("pending", ())
 
 
 def test_tree_nodes_are_frozen() -> None:

@@ -288,17 +288,8 @@ def decode_message(data: Any) -> PiMessage:
         try:
             return cast(Message, from_wire(Message, data))
         except WireError as exc:
-            if data.get("stopReason") != "pending":  # pi's streaming placeholder (>= 0.84)
-                log.warning("pi message did not decode (%s); kept raw", exc)
+            log.warning("pi message did not decode (%s); kept raw", exc)
     return cast(Mapping[str, Any], data if isinstance(data, Mapping) else {"value": data})
-
-
-def _pending_start(raw: Mapping[str, Any]) -> AssistantMessage | None:
-    """Decode an assistant `message_start` whose stop reason mule's model lacks (`pending`)."""
-    try:
-        return decode(AssistantMessage, {**raw, "stopReason": "stop"})
-    except WireError:
-        return None
 
 
 @final
@@ -551,11 +542,8 @@ class EventMapper:
         msg = decode_message(raw)
         if role == "assistant":
             self._stream = None
-            if kind == "message_start":
-                start = msg if isinstance(msg, AssistantMessage) else _pending_start(raw)
-                if start is not None:
-                    self._stream = DeltaAssembly(start)
-                    msg = start
+            if kind == "message_start" and isinstance(msg, AssistantMessage):
+                self._stream = DeltaAssembly(msg)  # pi >= 0.84 streams only deltas from here
         if not isinstance(msg, _MESSAGE_CLASSES):
             return [OtherPiEvent(run=run, data=data)]
         if kind == "message_start":
