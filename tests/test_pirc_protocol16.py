@@ -14,7 +14,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mule.effects import MessageEnd, MessageStart, MessageUpdate, RunEnd, RunStart
+from mule.effects import (
+    MessageEnd,
+    MessageStart,
+    MessageUpdate,
+    RunEnd,
+    RunStart,
+    ToolExecutionEnd,
+)
 from mule.pi import (
     AssistantMessage,
     TextContent,
@@ -104,6 +111,7 @@ def last_text(fin: Finish) -> str:
         ("thinking", "completed", "thought it over", 1),
         ("tool", "completed", "done", 1),
         ("tool_pieces", "completed", "ok", 1),
+        ("bash_tool", "completed", "ran", 1),
         ("retry_ok", "completed", "recovered", 2),
         ("ext_ui_details", "completed", "answered", 1),
         ("large_output", "completed", "big done", 1),
@@ -363,3 +371,20 @@ def test_a_continuation_after_agent_end_adds_its_messages() -> None:
     _, (fin,) = step(state, RunSettled(aborted=False))
     assert isinstance(fin, Finish)
     assert (fin.messages, fin.attempts) == (second, 2)
+
+
+def test_tool_ends_carry_duration_and_structured_content() -> None:
+    """The bash tool's end: its `durationMs` and `structuredContent` (pi >= 0.84) are mapped."""
+    _, _, events = replay(records("bash_tool"))
+    (end,) = [e for e in events if isinstance(e, ToolExecutionEnd)]
+    assert end.duration_ms is not None
+    assert end.duration_ms >= 0
+    assert end.result.structured_content == {
+        "output": "hi\noops\n",
+        "truncated": False,
+        "exit_code": 0,
+        "wall_time_seconds": 0,
+    }
+    _, _, events = replay(records("tool"))
+    (end,) = [e for e in events if isinstance(e, ToolExecutionEnd)]
+    assert end.result.structured_content is None

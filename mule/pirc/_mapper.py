@@ -9,6 +9,7 @@ machine decides the prompt is over, never at a (possibly retried) `agent_end`.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import logging
 from collections.abc import Callable, Mapping
@@ -54,6 +55,7 @@ from mule.pi import (
     ToolCallEndEvent,
     ToolCallStartEvent,
     ToolResultMessage,
+    Usage,
     WireError,
     decode,
     from_wire,
@@ -274,7 +276,17 @@ def _tool_result(data: Any, is_error: bool = False) -> MuleToolResult:
             )
         except WireError:
             continue
-    return MuleToolResult(content=tuple(blocks), is_error=is_error, details=data.get("details"))
+    usage: Usage | None = None
+    if data.get("usage") is not None:  # a tool that spent tokens itself (pi >= 0.84)
+        with contextlib.suppress(WireError):
+            usage = decode(Usage, data.get("usage"))
+    return MuleToolResult(
+        content=tuple(blocks),
+        is_error=is_error,
+        details=data.get("details"),
+        structured_content=data.get("structuredContent"),
+        usage=usage,
+    )
 
 
 # The roles mule's model has a class for (user, assistant, toolResult; more as it grows).
@@ -592,7 +604,17 @@ class EventMapper:
                 ToolExecutionUpdate(run=run, turn=turn, tool_call=ident, call=call, result=result)
             ]
         result = _tool_result(data.get("result"), data.get("isError") is True)
-        return [ToolExecutionEnd(run=run, turn=turn, tool_call=ident, call=call, result=result)]
+        took = data.get("durationMs")  # pi >= 0.84; absent for a call that did not run
+        return [
+            ToolExecutionEnd(
+                run=run,
+                turn=turn,
+                tool_call=ident,
+                call=call,
+                result=result,
+                duration_ms=took if type(took) is int else None,
+            )
+        ]
 
 
 def _strings(value: Any) -> tuple[str, ...]:

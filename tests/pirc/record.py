@@ -186,6 +186,8 @@ def record_all(executable: str, out: Path, current: bool, only: set[str] | None 
                 {"type": "follow_up", "id": "f1", "message": "and then this"},
             ),
         )
+        sh = tool_call("c1", "bash", {"command": "echo hi; echo oops >&2"})
+        rec("bash_tool", [chat_stream(calls=[sh]), chat_text("ran")], tools=("bash",))
         big = tool_call("c1", "big_output", {"size": 70_000})
         rec(
             "large_output",
