@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import pytest
 from hypothesis import given
@@ -24,6 +24,7 @@ from mule.effects import (
 )
 from mule.pi import (
     AssistantMessage,
+    Message,
     TextContent,
     TextDeltaEvent,
     ThinkingContent,
@@ -257,12 +258,20 @@ def test_new_events_are_typed() -> None:
     assert [(e.id, e.delta) for e in updates] == [("c5", "out\n"), ("c5", "err\n")]
 
 
+# mule.pi's messages: pi 1.6.0's system message maps as the others once the model has it
+# (the loop16 branch adds `SystemMessage` to `Message`); until then it passes raw.
+MODELS_SYSTEM = "system" in {cls.role for cls in get_args(Message)}
+
+
 @pytest.mark.parametrize("path", ALL, ids=[p.stem for p in ALL])
-def test_no_event_passes_raw_but_system_messages(path: Path) -> None:
-    """Every event of pi 1.6.0 maps to a mule or typed pi event."""
+def test_no_event_passes_raw(path: Path) -> None:
+    """Every event of pi 1.6.0 maps to a mule or typed pi event (system messages: see above)."""
     _, _, events = replay(records(path.stem))
     raw = [e for e in events if isinstance(e, OtherPiEvent)]
-    assert all(e.data.get("message", {}).get("role") == "system" for e in raw), raw[:1]
+    if MODELS_SYSTEM:
+        assert raw == []
+    else:
+        assert all(e.data.get("message", {}).get("role") == "system" for e in raw), raw[:1]
 
 
 def test_command_answers_are_typed() -> None:
