@@ -39,11 +39,15 @@ from mule.pirc import (
     BashExecutionUpdate,
     BridgeEvent,
     ClearedQueue,
+    EntryAppended,
     EventMapper,
     OtherPiEvent,
     QueueUpdate,
     SessionEntries,
     SessionTree,
+    SummarizationRetryAttemptStart,
+    SummarizationRetryFinished,
+    SummarizationRetryScheduled,
 )
 from mule.pirc._job import (
     Accepted,
@@ -397,3 +401,35 @@ def test_tool_ends_carry_duration_and_structured_content() -> None:
     _, _, events = replay(records("tool"))
     (end,) = [e for e in events if isinstance(e, ToolExecutionEnd)]
     assert end.result.structured_content is None
+
+
+def test_session_events_map_typed_with_their_run() -> None:
+    """entry_appended (a retry's context edit) and summarization retries, inside a job's run."""
+    _, _, events = replay(records("retry_ok"))
+    (run,) = {e.run for e in events if isinstance(e, RunStart)}
+    edits = [e for e in events if isinstance(e, EntryAppended)]
+    assert edits
+    assert all(e.run == run and e.entry["type"] == "context_edit" for e in edits)
+    mapper = EventMapper()
+    run = mapper.begin()
+    recs: list[dict[str, Any]] = [
+        {
+            "type": "summarization_retry_scheduled",
+            "attempt": 1,
+            "maxAttempts": 3,
+            "delayMs": 20,
+            "errorMessage": "503",
+        },
+        {"type": "summarization_retry_attempt_start", "source": "compaction", "reason": "overflow"},
+        {"type": "summarization_retry_attempt_start", "source": "branchSummary"},
+        {"type": "summarization_retry_finished"},
+    ]
+    out = [e for r in recs for e in mapper.map(r)]
+    assert out == [
+        SummarizationRetryScheduled(
+            run=run, attempt=1, max_attempts=3, delay_ms=20, error_message="503"
+        ),
+        SummarizationRetryAttemptStart(run=run, source="compaction", reason="overflow"),
+        SummarizationRetryAttemptStart(run=run, source="branchSummary", reason=None),
+        SummarizationRetryFinished(run=run),
+    ]
