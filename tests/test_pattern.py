@@ -106,6 +106,7 @@ async def test_an_output_type_pattern_answers_at_once_on_a_hostile_output() -> N
         ("(?<=a)b", "lookaround (?<=...)"),
         ("(?<!a)b", "lookaround (?<!...)"),
         ("a{1001}", "RE2 cannot compile it"),
+        ("(\\p{L}{1,30}){1,30}", "pattern too large"),  # a million instructions
         ("(?i)a", "not a JavaScript group"),
     ],
 )

@@ -174,7 +174,7 @@ class _Tx:
                     if self.db.in_transaction:  # a failed COMMIT leaves it open
                         self.db.execute("ROLLBACK")
                     raise
-            else:
+            elif self.db.in_transaction:  # SQLite may have rolled back already (a full disk)
                 self.db.execute("ROLLBACK")
         finally:
             self.lock.release()

@@ -12,18 +12,23 @@ RE2's, keeping its meaning where RE2 can express it: `.` excludes the four JS li
 `\p{Script=X}`, `[^]` and `[]` are rewritten, `$` is the end of the text. What RE2 cannot
 match in linear time is refused with a reason (`pattern_problem`), and a schema holding such a
 pattern is a `ToolSchemaError`: backreferences (`\1`, `\k<name>`), lookaround (`(?=`, `(?!`,
-`(?<=`, `(?<!`), and repetition counts above 1000 or programs larger than RE2's memory bound.
+`(?<=`, `(?<!`), repetition counts above 1000, and programs larger than `MAX_PROGRAM`.
+
+RE2's time is linear in the text, times a constant that grows with the compiled program when
+its DFA gives up (a pattern built to have exponentially many DFA states); `MAX_PROGRAM` and the
+DFA's memory budget keep that constant bounded (docs/security.md gives measured worst cases).
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Final
 
 if TYPE_CHECKING:
     import re2
-    from jsonschema.exceptions import ValidationError
+
+MAX_PROGRAM: Final = 200_000  # RE2 instructions: the constant of the linear bound (see below)
+_MAX_MEM: Final = 32 << 20  # RE2's budget per pattern: its program and its DFA's state cache
 
 REFUSED: Final = (
     "mule matches schema patterns in linear time (RE2), which cannot express backreferences or "
@@ -187,21 +192,35 @@ def translate(source: str) -> str:
 
 
 @functools.cache
-def _options() -> re2.Options:
+def _options(max_mem: int) -> re2.Options:
     import re2
 
     options = re2.Options()
     options.log_errors = False  # refusals are reported as typed errors, not on stderr
     options.never_capture = True  # only whether it matches is asked
+    options.max_mem = max_mem
     return options
 
 
-@functools.lru_cache(maxsize=1024)
+@functools.lru_cache(maxsize=256)
 def _compiled(source: str) -> re2._Regexp | PatternRefused:
     import re2
 
     try:
-        return re2.compile(translate(source), _options())
+        # First within RE2's default budget (8 MB), where a huge program fails to compile fast
+        # (a 1M-instruction one took 0.5 s to build only to be refused)...
+        made = re2.compile(translate(source), _options(8 << 20))
+        if made.programsize <= MAX_PROGRAM:
+            # ...then with a DFA cache 4x the default, grown only as used: a big program then
+            # stays on the DFA (constant time per character) instead of falling back to the
+            # NFA (time per character proportional to the program), 5-60x faster on 1 MB.
+            made = re2.compile(translate(source), _options(_MAX_MEM))
+        if made.programsize > MAX_PROGRAM:
+            return PatternRefused(
+                f"it compiles to {made.programsize:,} RE2 instructions, more than mule's "
+                f"{MAX_PROGRAM:,} (matching time grows with the program)"
+            )
+        return made
     except PatternRefused as exc:
         return exc
     except re2.error as exc:
@@ -225,70 +244,33 @@ def search(source: str, text: str) -> bool:
     made = _compiled(source)
     if isinstance(made, PatternRefused):
         raise made
+    if len(text) < _REMEMBER_FROM:
+        return _match(made, text)
+    return _remembered(source, text)
+
+
+# One validation asks the same (pattern, value) several times (coercion, the check, the error
+# lines): a long value's answer is kept, so its linear cost is paid once.
+_REMEMBER_FROM: Final = 256
+
+
+@functools.lru_cache(maxsize=32)
+def _remembered(source: str, text: str) -> bool:
+    made = _compiled(source)
+    assert not isinstance(made, PatternRefused)
+    return _match(made, text)
+
+
+def _match(made: re2._Regexp, text: str) -> bool:
     try:
         return made.search(text) is not None
     except UnicodeEncodeError:  # a lone surrogate: RE2 reads UTF-8, which cannot hold one
         return made.search(text.encode("utf-8", "replace").decode()) is not None
 
 
-def _pattern(
-    validator: Any, pattern: Any, instance: Any, schema: Mapping[str, Any]
-) -> Iterator[ValidationError]:
-    from jsonschema.exceptions import ValidationError
-
-    if validator.is_type(instance, "string") and not search(pattern, instance):
-        yield ValidationError(f"{instance!r} does not match {pattern!r}")
-
-
-def _pattern_properties(
-    validator: Any, patterns: Any, instance: Any, schema: Mapping[str, Any]
-) -> Iterator[ValidationError]:
-    if not validator.is_type(instance, "object"):
-        return
-    for pattern, sub in patterns.items():
-        for key, value in instance.items():
-            if search(pattern, key):
-                yield from validator.descend(value, sub, path=key, schema_path=pattern)
-
-
-def _additional_properties(
-    validator: Any, extra: Any, instance: Any, schema: Mapping[str, Any]
-) -> Iterator[ValidationError]:
-    from jsonschema.exceptions import ValidationError
-
-    if not validator.is_type(instance, "object"):
-        return
-    named = schema.get("properties", {})
-    patterns = list(schema.get("patternProperties", {}))
-    extras = [
-        key
-        for key in instance
-        if key not in named and not any(search(pattern, key) for pattern in patterns)
-    ]
-    if validator.is_type(extra, "object"):
-        for key in extras:
-            yield from validator.descend(instance[key], extra, path=key)
-    elif not extra and extras:
-        listed = ", ".join(repr(key) for key in sorted(extras, key=str))
-        yield ValidationError(f"Additional properties are not allowed ({listed} unexpected)")
-
-
-def jsonschema_keywords() -> dict[str, Any]:
-    """Return jsonschema keyword functions that match every schema pattern with `search`.
-
-    `pattern`, `patternProperties` and `additionalProperties` (which skips the names a
-    pattern matches) are the Draft 2020-12 keywords jsonschema would match with Python's `re`.
-    """
-    return {
-        "pattern": _pattern,
-        "patternProperties": _pattern_properties,
-        "additionalProperties": _additional_properties,
-    }
-
-
 __all__ = [
+    "MAX_PROGRAM",
     "PatternRefused",
-    "jsonschema_keywords",
     "pattern_problem",
     "search",
     "translate",

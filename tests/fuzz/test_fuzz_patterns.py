@@ -10,6 +10,7 @@ campaign's summary, `longest`), not asserted: speed is measured, the deadline is
 from __future__ import annotations
 
 import contextlib
+import random
 import time
 from typing import Any
 
@@ -36,6 +37,8 @@ _SHAPES = [
     "^({x}{{1,30}}){{1,30}}$",
     "({x}*){{2,}}z",
     "^(?:{x}+|{x}+{x})*c$",
+    "{x}*a{x}{{60}}z",  # exponentially many DFA states: RE2 falls back to its NFA
+    "({x}{{1,30}}){{1,25}}z",  # a large program
 ]
 # Arbitrary text over regex syntax: most is refused or invalid, all of it must answer typed.
 _SYNTAX = st.text(st.sampled_from("()[]{}|*+?^$\\.-,:=!<>a1dwsbkuxpP0"), max_size=24)
@@ -49,9 +52,12 @@ patterns = st.one_of(
 
 @st.composite
 def arguments(draw: st.DrawFn) -> str:
-    run = draw(st.sampled_from(["a", "1", " ", "ab", "a ", "é", "\u2028"]))
     n = draw(st.one_of(st.integers(0, 64), st.integers(1000, 20_000)))
     tail = draw(st.sampled_from(["", "!", "b", "\n", "\ud800", "c", "z"]))
+    if draw(st.booleans()):  # a's and b's at random: what keeps a DFA building new states
+        seeded = random.Random(draw(st.integers(0, 2**32)))
+        return "".join(seeded.choice("ab") for _ in range(n)) + tail
+    run = draw(st.sampled_from(["a", "1", " ", "ab", "a ", "é", "\u2028"]))
     return run * n + tail
 
 
