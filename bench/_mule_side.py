@@ -25,7 +25,6 @@ from mule.pi import (
     AssistantMessage,
     AssistantMessageEvent,
     AssistantMessageEventStream,
-    Context,
     DoneEvent,
     ErrorEvent,
     Model,
@@ -41,6 +40,7 @@ from mule.pi import (
     ToolCallDeltaEvent,
     ToolCallEndEvent,
     ToolCallStartEvent,
+    TranscriptContext,
     UserMessage,
     text_of,
 )
@@ -107,7 +107,7 @@ def raw_arguments(script: tuple[Turn, ...]) -> dict[str, str]:
     return {c: json.dumps(args, separators=(",", ":")) for t in script for c, _, args in t.calls}
 
 
-def _assistants(context: Context) -> int:
+def _assistants(context: TranscriptContext) -> int:
     n = 0
     for m in context.messages:
         if type(m) is AssistantMessage:
@@ -117,7 +117,7 @@ def _assistants(context: Context) -> int:
 
 def stream_for(
     script: tuple[Turn, ...], yield_now: YieldNow
-) -> Callable[[Model, Context, StreamOptions], AssistantMessageEventStream]:
+) -> Callable[[Model, TranscriptContext, StreamOptions], AssistantMessageEventStream]:
     """Return a stream function answering turn n (n assistant messages so far) from `script`.
 
     The turn is chosen from the context, not a counter, so a replayed run (DBOS) gets the same.
@@ -125,7 +125,7 @@ def stream_for(
     raw = raw_arguments(script)
 
     def stream(
-        model: Model, context: Context, options: StreamOptions | None = None
+        model: Model, context: TranscriptContext, options: StreamOptions | None = None
     ) -> AssistantMessageEventStream:
         b = PartialBuilder(
             api=model.api,

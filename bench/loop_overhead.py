@@ -49,6 +49,7 @@ from mule.pi import (
     ToolCall,
     ToolResultMessage,
     UserMessage,
+    normalize_context,
 )
 from mule.pi._scripted import Call, Reply, ScriptedModel, Text
 
@@ -125,7 +126,7 @@ async def run_bare(turns: int, deltas: int) -> int:
         count += 1
 
     while True:
-        context = Context(messages=tuple(messages), system_prompt="bench", tools=(tool,))  # type: ignore[arg-type]
+        context = normalize_context(Context(tuple(messages), "bench", (tool,)))  # type: ignore[arg-type]
         stream = model(MODEL, context, StreamOptions())
         final: AssistantMessage | None = None
         async for event in stream:

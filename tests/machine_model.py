@@ -19,7 +19,7 @@ from mule.effects._tools import (
     ToolCompleted,
     ToolStarted,
 )
-from mule.pi import ToolArgumentsError, validate_tool_arguments
+from mule.pi import ToolArgumentsError, create_initial_system_message, validate_tool_arguments
 from mule.pi._content import TextContent, ToolCall
 from mule.pi._context import Tool
 from mule.pi._messages import (
@@ -85,6 +85,17 @@ class Setup:
     api_key: str | None
 
 
+SYSTEM_PROMPT = "be brief"
+
+
+def truncated(name: str) -> str:
+    """Pi 1.6.0's result text for a call cut at the output-token limit."""
+    return (
+        f'Tool call "{name}" was not executed: the response hit the output token limit, so its'
+        " arguments may be truncated. Re-issue the tool call with complete arguments."
+    )
+
+
 def error_result(text: str, terminate: bool | None = None) -> MuleToolResult:
     """Pi's error tool result."""
     return MuleToolResult(
@@ -110,7 +121,10 @@ class LoopModel:
         self.expect: Expect = ("began",)
         self.status: Literal["completed", "cancelled", "failed"] | None = None
         self.failed_phase: str | None = None
-        self.context: list[Message] = list(setup.messages)
+        # Pi 1.6.0's transcript opens with the initial system message: the prompt and the tools.
+        descriptors = [spec.descriptor(name) for name, spec in setup.tools.items()]
+        initial = create_initial_system_message(SYSTEM_PROMPT, descriptors)
+        self.context: list[Message] = [*([initial] if initial else []), *setup.messages]
         self.new: list[Message] = []
         self.first = True
         self.more = False
@@ -132,6 +146,8 @@ class LoopModel:
         self.cursor = 0
         self.key: str | None = None
         self.backoff = 0.0
+        self.tools_started = 0
+        self.durations: list[int | None] = []
 
     # -- bookkeeping helpers ------------------------------------------------------------------
 
@@ -238,6 +254,8 @@ class LoopModel:
 
     def settled(self, final: AssistantMessage) -> None:
         """Settle the attempt with `final`: retry, fail, run tools or end the turn."""
+        # Pi 1.6.0's loop records the thinking level it asked for (none here: "off").
+        final = evolve(final, thinking_level="off")
         self.log.append(("end", final))
         policy = self.s.retry
         if (
@@ -260,7 +278,19 @@ class LoopModel:
             self.fail("model")
             return
         calls = [b for b in final.content if isinstance(b, ToolCall)]
-        if calls:
+        if calls and final.stop_reason == "length":
+            # Pi 1.6.0: none runs; each gets an error result in turn, then the next turn.
+            self.b_msg, self.calls = final, calls
+            self.results, self.messages = [None] * len(calls), [None] * len(calls)
+            self.durations = [None] * len(calls)
+            for i, call in enumerate(calls):
+                spec = self.s.tools.get(call.name)
+                self.log.append(("tstart", call, spec.replay if spec else "unsafe"))
+                self._settle(i, error_result(truncated(call.name)))
+                self._emit(i)
+            self.context += [m for m in self.messages if m is not None]
+            self._end_turn(final, tuple(m for m in self.messages if m is not None), more=True)
+        elif calls:
             self._batch(final, calls, [None] * len(calls), [None] * len(calls))
         else:
             self._end_turn(final, (), more=False)
@@ -294,6 +324,9 @@ class LoopModel:
             if isinstance(cp, ToolCompleted):
                 results.append(cp.result)
                 messages.append(cp.message)
+            elif message.stop_reason == "length":
+                results.append(error_result(truncated(call.name)))
+                messages.append(None)
             elif isinstance(cp, ToolStarted) and cp.replay == "unsafe":
                 results.append(error_result(INTERRUPTED))
                 messages.append(None)
@@ -309,6 +342,7 @@ class LoopModel:
         results: list[MuleToolResult | None],
         messages: list[ToolResultMessage | None],
     ) -> None:
+        self.durations = [None] * len(calls)
         self.b_msg, self.calls, self.results, self.messages = message, calls, results, messages
         self.todo = [i for i, r in enumerate(results) if r is None]
         tools = self.s.tools
@@ -338,9 +372,10 @@ class LoopModel:
         assert not bad, f"validation accepted {call.arguments}"
         return None
 
-    def _settle(self, i: int, result: MuleToolResult) -> None:
+    def _settle(self, i: int, result: MuleToolResult, duration: int | None = None) -> None:
         self.log.append(("tend", self.calls[i], result))
         self.results[i] = result
+        self.durations[i] = duration
 
     def _emit(self, i: int) -> None:
         call, result = self.calls[i], self.results[i]
@@ -353,6 +388,7 @@ class LoopModel:
             timestamp=self.clock,
             details=result.details,
             usage=result.usage,
+            duration_ms=self.durations[i],
         )
         self.log.append(("end", message))
         self.new.append(message)
@@ -386,6 +422,7 @@ class LoopModel:
             self.queue.pop(0)
         if self.prepared:
             self.log.append(("start_tools", tuple(self.prepared)))
+            self.tools_started = self.clock
             self.running = set(self.prepared)
             self.prepared = []
             self.expect = ()
@@ -397,6 +434,7 @@ class LoopModel:
         assert self.expect == ("prepare", i)
         if self.seq:
             self.log.append(("start_tools", (i,)))
+            self.tools_started = self.clock
             self.running = {i}
             self.expect = ()
             return
@@ -407,7 +445,8 @@ class LoopModel:
     def rejected(self, i: int, message: str, terminate: bool | None) -> None:
         """`prepare` rejected the call: an immediate error result."""
         assert self.expect == ("prepare", i)
-        self._settle(i, error_result(message, terminate))
+        # Pi 1.6.0 records a block's terminate only when it is true.
+        self._settle(i, error_result(message, True if terminate else None))
         if self.seq:
             self._emit(i)
             self.cursor += 1
@@ -420,8 +459,8 @@ class LoopModel:
         self.log.append(("tupdate", self.calls[i], result))
 
     def result(self, i: int, result: MuleToolResult) -> None:
-        """Take a tool's final result."""
-        self._settle(i, result)
+        """Take a tool's final result (it ran since `started`: Pi 1.6.0's durationMs)."""
+        self._settle(i, result, max(0, self.clock - self.tools_started))
         self.running.discard(i)
         if self.seq:
             self._emit(i)
@@ -449,11 +488,12 @@ class LoopModel:
     def _end_turn(
         self, message: AssistantMessage, results: tuple[ToolResultMessage, ...], more: bool
     ) -> None:
-        self.log.append(("turn_end", message, results))
+        # The stop hook comes before turn_end, where Pi 1.6.0 calls finishTurn.
         self.turn = (message, results, more)
         if self.s.stop:
             self.expect = ("stop",)
         else:
+            self.log.append(("turn_end", message, results))
             self._after_stop(more)
 
     def completed_turn(self) -> MuleCompletedTurn:
@@ -465,6 +505,7 @@ class LoopModel:
     def stop_answered(self, stop: bool) -> None:
         """Take the stop hook's answer."""
         assert self.turn is not None
+        self.log.append(("turn_end", self.turn[0], self.turn[1]))
         if stop:
             self.complete()
         else:
@@ -483,9 +524,14 @@ class LoopModel:
 
     def polled(self, messages: tuple[Message, ...]) -> None:
         """Take a steering or follow-up poll's answer."""
-        if self.expect == ("steering",):
-            if self.first or messages or self.more:
+        if self.expect == ("steering_again",):
+            self._turn_body(messages)
+        elif self.expect == ("steering",):
+            if self.first or messages:
                 self._turn_body(messages)
+            elif self.more:
+                # Pi 1.6.0 polls once more before the next turn after an empty poll.
+                self.expect = ("steering_again",)
             elif self.s.follow_up:
                 self.expect = ("follow_up",)
             else:
@@ -500,9 +546,11 @@ __all__ = [
     "ERROR_TEXTS",
     "INTERRUPTED",
     "MODEL",
+    "SYSTEM_PROMPT",
     "LoopModel",
     "Setup",
     "ToolSpec",
     "error_result",
     "retryable",
+    "truncated",
 ]

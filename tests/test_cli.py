@@ -117,7 +117,7 @@ def test_retry_after_a_500_is_visible_then_succeeds(
     done = mule(args, env, project)
     assert done.returncode == 0, done.stderr
     assert done.stdout == "Recovered.\n"
-    assert "500 Internal server error" in done.stderr
+    assert '500: {"message":"Internal server error"' in done.stderr
     assert "retrying in 20 ms (retry 1 of 3)" in done.stderr
     assert len(fake.requests) == 2
 

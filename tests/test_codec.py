@@ -28,11 +28,13 @@ from mule.pi._messages import (
     AssistantMessage,
     Diagnostic,
     Message,
+    SystemMessage,
     ToolResultMessage,
     Usage,
     UserMessage,
 )
 from mule.pi._model import Model
+from mule.pi._transcript import TranscriptContext, get_current_system_prompt, get_current_tools
 from mule.testing import strategies as ms
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -42,12 +44,19 @@ CASES: list[tuple[str, Any, Any, Any]] = [
     ("user", UserMessage, ms.user_messages(), ms.user_message_json()),
     ("assistant", AssistantMessage, ms.assistant_messages(), ms.assistant_message_json()),
     ("toolResult", ToolResultMessage, ms.tool_result_messages(), ms.tool_result_message_json()),
+    ("system", SystemMessage, ms.system_messages(), ms.system_message_json()),
     ("message", Message, ms.messages(), ms.message_json()),
     ("usage", Usage, ms.usages(), ms.usage_json()),
     ("diagnostic", Diagnostic, ms.diagnostics(), ms.diagnostic_json()),
     ("model", Model, ms.models(), ms.model_json()),
     ("tool", Tool, ms.tools(), ms.tool_json()),
     ("context", Context, ms.contexts(), ms.context_json()),
+    (
+        "transcriptContext",
+        TranscriptContext,
+        ms.transcript_contexts(),
+        ms.transcript_context_json(),
+    ),
     ("userContent", UserContent, ms.user_contents(), ms.user_content_json()),
     (
         "assistantContent",
@@ -157,7 +166,15 @@ def _add_junk(wire: Any, junk: Any) -> Any:
         return [_add_junk(w, junk) for w in wire]
     if not isinstance(wire, dict):
         return wire
-    free = {"arguments", "details", "compat", "parameters", "headers", "thinkingLevelMap"}
+    free = {
+        "arguments",
+        "details",
+        "compat",
+        "parameters",
+        "headers",
+        "thinkingLevelMap",
+        "sections",  # a system message's sections: every key is a section's name
+    }
     out = {k: v if k in free else _add_junk(v, junk) for k, v in wire.items()}
     if wire.get("type") != "toolCall":  # a tool call keeps its unknown keys (ToolCall.extras)
         out["xNewerPiField"] = junk
@@ -228,7 +245,9 @@ def test_bad_assistant_reports_every_fault_with_wire_names() -> None:
         "expected float, got str @ $.usage.cost.cacheWrite",
         "expected one of 'pending', 'stop', 'length', 'toolUse', 'error', 'aborted' @ $.stopReason",
     }
-    assert str(info.value).startswith("invalid UserMessage | AssistantMessage | ToolResultMessage")
+    assert str(info.value).startswith(
+        "invalid SystemMessage | UserMessage | AssistantMessage | ToolResultMessage"
+    )
 
 
 def test_non_json_values_are_rejected_in_free_json_fields() -> None:
@@ -325,8 +344,23 @@ def test_golden_models_round_trip_exactly(wire: Any) -> None:
 
 @pytest.mark.parametrize("wire", _golden_params("contexts.json", "context"))
 def test_golden_contexts_round_trip_exactly(wire: Any) -> None:
-    """Contexts with images and TypeBox tool schemas survive a round trip."""
+    """Contexts with images and TypeBox tool schemas survive a round trip.
+
+    The loop's (`{messages}` only, Pi 1.6.0's TranscriptContext) decode as that too.
+    """
     _exact(Context, wire, Context)
+    if set(wire) == {"messages"}:
+        _exact(TranscriptContext, wire, TranscriptContext)
+
+
+def test_golden_contexts_include_the_loops_transcripts() -> None:
+    """The fixtures hold transcripts as the 1.6.0 loop sends them: a leading system message."""
+    loop = [r["context"] for r in _load("contexts.json") if set(r["context"]) == {"messages"}]
+    assert loop
+    assert all(c["messages"][0]["role"] == "system" for c in loop)
+    first = from_wire(TranscriptContext, loop[0])
+    assert get_current_system_prompt(first.messages) == "Use tools."
+    assert get_current_tools(first.messages)
 
 
 def test_golden_fixtures_cover_the_protocol() -> None:

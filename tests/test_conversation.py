@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import mule
-from mule.pi import Message, Model, UserMessage
+from mule.pi import Message, Model, SystemMessage, UserMessage
 from mule.pi._scripted import Call, ScriptedModel, reply
 from mule.promise import core_input
 
@@ -35,7 +35,9 @@ async def test_all_messages_is_the_input_plus_the_new_messages() -> None:
     follow = (*out.all_messages, UserMessage("and again", 2))
     again = await mule.run(_inp(script, follow))
     seen = script.calls[-1][1].messages
-    assert tuple(seen) == follow
+    # Behind the initial system message (the prompt and the tools; Pi 1.6.0's transcript).
+    assert type(seen[0]) is SystemMessage
+    assert tuple(seen[1:]) == follow
     assert again.all_messages == follow + again.messages
 
 

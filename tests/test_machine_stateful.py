@@ -72,7 +72,7 @@ from mule.effects._protocol import (
     ToolPrepared,
     WorkFailed,
 )
-from mule.effects._state import RunConfig, RunState
+from mule.effects._state import Polling, RunConfig, RunState
 from mule.effects._tools import (
     MuleCallPreparation,
     MulePreparedCall,
@@ -87,7 +87,7 @@ from mule.effects._tools import (
     ToolStarted,
 )
 from mule.effects._transition import initial_state, step
-from mule.pi import AbortSignal, ToolValidator
+from mule.pi import AbortSignal, ToolValidator, get_current_system_prompt, get_current_tools
 from mule.pi._content import TextContent, ThinkingContent, ToolCall
 from mule.pi._context import StreamOptions
 from mule.pi._events import (
@@ -100,7 +100,7 @@ from mule.pi._events import (
 )
 from mule.pi._messages import ZERO_USAGE, AssistantMessage, Message, ToolResultMessage, UserMessage
 from mule.pi._retry import RetryPolicy
-from tests.machine_model import ERROR_TEXTS, MODEL, LoopModel, Setup, ToolSpec
+from tests.machine_model import ERROR_TEXTS, MODEL, SYSTEM_PROMPT, LoopModel, Setup, ToolSpec
 
 RUN = MuleIdentity("run", "run:0")
 PARENT: dict[str, str | None] = {
@@ -251,7 +251,7 @@ def config(setup: Setup) -> RunConfig:
     return RunConfig(
         run=RUN,
         model=MODEL,
-        system_prompt="be brief",
+        system_prompt=SYSTEM_PROMPT,
         stream_options=StreamOptions(api_key=setup.api_key),
         tools=tools,
         validators={n: ToolValidator.for_tool(t.descriptor) for n, t in tools.items()},
@@ -281,6 +281,7 @@ ANSWERS = {
     "pull": "model_event",
     "prepare": "prepare",
     "steering": "poll",
+    "steering_again": "poll",
     "follow_up": "poll",
     "stop": "stop_hook",
     "retry_after": "retry_after",
@@ -411,8 +412,9 @@ class LoopMachine(RuleBasedStateMachine):
                 self.awaiting = ("key",)
             elif isinstance(c, CallModel):
                 assert c.context.messages == tuple(self.model.context)
-                assert c.context.system_prompt == self.cfg.system_prompt
-                assert c.context.tools == self.cfg.descriptors
+                messages = c.context.messages
+                assert get_current_system_prompt(messages) == self.cfg.system_prompt
+                assert get_current_tools(messages) == (self.cfg.descriptors or ())
                 assert c.options.api_key == self.model.key
                 self.partial, self.text = None, ""
                 self.awaiting = ("call",)
@@ -422,7 +424,9 @@ class LoopMachine(RuleBasedStateMachine):
                 assert c.call == self.model.calls[c.index]
                 self.awaiting = ("prepare", c.index)
             elif isinstance(c, AskSteering):
-                self.awaiting = ("steering",)
+                # The state says which poll: after a turn, or Pi 1.6.0's second one before it.
+                again = type(self.state.phase) is Polling and self.state.phase.kind != "steering"
+                self.awaiting = ("steering_again",) if again else ("steering",)
             elif isinstance(c, AskFollowUp):
                 self.awaiting = ("follow_up",)
             elif isinstance(c, AskStop):

@@ -81,7 +81,7 @@ PHASES: list[Phase] = [
     Streaming(1, TURN, MESSAGE, started=True),
     AwaitingRetryAfter(1, 10.0),
     BackingOff(1),
-    AwaitingStop(more=False),
+    AwaitingStop(more=False, message=GOOD, results=()),
     Over(),
 ]
 FACTS: list[Fact] = [

@@ -13,10 +13,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from mule.pi import parse_streaming_json
-from mule.pi._partial_json import repair_json
+from mule.pi._partial_json import parse_tool_call_arguments, repair_json
 
 ROOT = Path(__file__).resolve().parents[1]
-PI_JSON = ROOT / "node/legacy/node_modules/@mariozechner/pi-ai/dist/utils/json-parse.js"
+PI_JSON = ROOT / "node/node_modules/@earendil-works/pi-ai/dist/utils/json-parse.js"
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers(-1000, 1000) | st.text(max_size=8),
@@ -94,4 +94,37 @@ def test_prefixes_match_pi() -> None:
         for c, e in zip(cases, expected, strict=True)
         if parse_streaming_json(c) != e
     ]
+    assert diffs == []
+
+
+@pytest.mark.pi
+@pytest.mark.skipif(
+    shutil.which("node") is None or not PI_JSON.exists(), reason="needs node_modules"
+)
+def test_finished_arguments_match_pi() -> None:
+    """A finished call's arguments and argumentsError equal pi-ai 1.6.0's for every prefix.
+
+    Every cut-off prefix of generated JSON is malformed arguments: the error text (JavaScript's
+    JSON.parse message and the text received) must be Pi's word for word.
+    """
+    cases = [*_cases(), "[1, 2]", '"text"', '{"a": 1}}', "{a: 1}", '{"a" 1}', "nul", "[x]"]
+    script = (
+        f"import {{ parseToolCallArguments }} from {json.dumps(PI_JSON.as_uri())};"
+        "let s='';process.stdin.on('data',d=>s+=d);process.stdin.on('end',()=>{"
+        "const cs=JSON.parse(s);const out=cs.map(c=>parseToolCallArguments(c));"
+        "process.stdout.write(JSON.stringify(out));});"
+    )
+    done = subprocess.run(
+        ["node", "--input-type=module", "-e", script],
+        input=json.dumps(cases),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    expected = json.loads(done.stdout)
+    diffs = []
+    for case, pi in zip(cases, expected, strict=True):
+        args, error = parse_tool_call_arguments(case)
+        if (args, error) != (pi["arguments"], pi.get("argumentsError")):
+            diffs.append((case, pi, args, error))
     assert diffs == []

@@ -122,11 +122,11 @@ def _script() -> list[Reply]:
 
 
 def _normal(event: MuleEvent) -> Any:
-    """Return an event's JSON with wall-clock timestamps removed (they differ run to run)."""
+    """Return an event's JSON without wall-clock times (timestamps, durations: run to run)."""
 
     def strip(v: Any) -> Any:
         if isinstance(v, dict):
-            return {k: strip(x) for k, x in v.items() if k != "timestamp"}
+            return {k: strip(x) for k, x in v.items() if k not in ("timestamp", "durationMs")}
         if isinstance(v, list):
             return [strip(x) for x in v]
         return v

@@ -249,19 +249,23 @@ async def test_stop_reasons_map_to_pi(wire: str, expected: str) -> None:
 @pytest.mark.anyio
 @pytest.mark.parametrize("wire", ["refusal", "sensitive", "brand_new_reason"])
 async def test_failing_stop_reasons_end_in_error_keeping_content(wire: str) -> None:
-    """A refusal (or an unknown reason) ends in an error event that keeps the text so far."""
+    """A refusal (or an unknown reason) ends in an error event that keeps the text so far.
+
+    The message says why, as Pi 1.6.0 words it, and keeps Anthropic's own reason.
+    """
     async with serve_script(sse_reply(message(text_block(0, "I can't"), stop_reason=wire))) as s:
         got = await collect(stream_anthropic(model_at(s), ctx(), opts()))
     last = got[-1]
     assert isinstance(last, ErrorEvent)
     assert last.reason == "error"
     assert last.error.content == (TextContent("I can't"),)
-    expected = (
-        "Unhandled stop reason: brand_new_reason"
-        if wire == "brand_new_reason"
-        else "An unknown error occurred"
-    )
+    expected = {
+        "refusal": "The model refused to complete the request",
+        "sensitive": "Provider stopped with: sensitive",
+        "brand_new_reason": "Unhandled stop reason: brand_new_reason",
+    }[wire]
     assert last.error.error_message == expected
+    assert last.error.raw_stop_reason == wire
 
 
 @pytest.mark.anyio
@@ -299,14 +303,19 @@ async def test_429_retry_after_is_recorded_for_the_loop() -> None:
 
 
 @pytest.mark.anyio
-async def test_overloaded_529_is_retried_by_default_like_the_sdk() -> None:
-    """Without max_retries the SDK-style retry resends after a 529 and then succeeds."""
+async def test_overloaded_529_is_retried_only_when_asked() -> None:
+    """Pi 1.6.0 sends one request by default; with max_retries a 529 is resent, then succeeds."""
     replies = (
         error_reply(529, "Overloaded", headers=(("retry-after-ms", "10"),)),
         sse_reply(message(text_block(0, "ok"))),
     )
     async with serve_script(*replies) as server:
         options = StreamOptions(api_key="sk-ant-test")
+        got = await collect(stream_anthropic(model_at(server), ctx(), options))
+        assert len(server.requests) == 1
+    assert final(got).stop_reason == "error"
+    async with serve_script(*replies) as server:
+        options = StreamOptions(api_key="sk-ant-test", max_retries=2)
         got = await collect(stream_anthropic(model_at(server), ctx(), options))
         assert len(server.requests) == 2
     assert final(got).content == (TextContent("ok"),)
@@ -441,7 +450,7 @@ async def test_simple_budget_thinking_and_oauth_headers() -> None:
         request = server.requests[0]
     body = request.json()
     assert body["thinking"] == {"type": "enabled", "budget_tokens": 8192, "display": "summarized"}
-    assert body["max_tokens"] == 32000 + 8192
+    assert body["max_tokens"] == 64000  # the model's cap (Pi 1.6.0 no longer caps at 32000)
     assert "temperature" not in body
     assert request.headers["authorization"] == "Bearer sk-ant-oat01-abc"
     assert "x-api-key" not in request.headers
@@ -454,7 +463,8 @@ async def test_simple_adaptive_thinking_and_disabled_thinking() -> None:
     """Adaptive models get an effort; no level sends thinking disabled and keeps temperature."""
     replies = (sse_reply(message(text_block(0, "x"))), sse_reply(message(text_block(0, "y"))))
     async with serve_script(*replies) as server:
-        adaptive = model_at(server, "claude-opus-4-6")
+        # Pi 1.6.0 asks the model (its catalogue's compat), not the id, for adaptive thinking.
+        adaptive = model_at(server, "claude-opus-4-6", compat={"forceAdaptiveThinking": True})
         await collect(stream_simple_anthropic(adaptive, ctx(), opts(reasoning="minimal")))
         plain = model_at(server, "claude-sonnet-4-5")
         await collect(stream_simple_anthropic(plain, ctx(), opts(temperature=0.2)))

@@ -184,6 +184,7 @@ async def test_finish_reasons(finish: str, reason: str) -> None:
         got = await collect(stream_google(gemini(server.url), ctx(), opts()))
     assert isinstance(got[-1], DoneEvent)
     assert got[-1].reason == reason
+    assert got[-1].message.raw_stop_reason == finish
 
 
 @pytest.mark.anyio
@@ -195,8 +196,13 @@ async def test_failing_finish_reasons_are_errors(finish: str) -> None:
     msg = final(got)
     assert msg.stop_reason == "error"
     assert msg.content == (TextContent("part"),)
-    expected = "Unhandled stop reason: SOMETHING_NEW" if finish == "SOMETHING_NEW" else None
-    assert msg.error_message == (expected or "An unknown error occurred")
+    expected = (
+        "Unhandled stop reason: SOMETHING_NEW"
+        if finish == "SOMETHING_NEW"
+        else f"Provider stopped with: {finish}"
+    )
+    assert msg.error_message == expected
+    assert msg.raw_stop_reason == finish
 
 
 @pytest.mark.anyio
@@ -316,7 +322,7 @@ async def test_simple_thinking_config_by_level_and_budget() -> None:
         await collect(stream_simple_google(g25, ctx(), opts()))
         bodies = [r.json()["generationConfig"] for r in server.requests]
     assert bodies[0]["thinkingConfig"] == {"includeThoughts": True, "thinkingLevel": "LOW"}
-    assert bodies[0]["maxOutputTokens"] == 32000
+    assert bodies[0]["maxOutputTokens"] == 65536  # the model's cap, fitted into its window
     assert bodies[1]["thinkingConfig"] == {"includeThoughts": True, "thinkingBudget": 32768}
     assert bodies[2]["thinkingConfig"] == {"includeThoughts": True, "thinkingBudget": 777}
     assert bodies[3]["thinkingConfig"] == {"thinkingBudget": 0}

@@ -20,10 +20,18 @@ from mule.pi import AbortController, AbortSignal
 from mule.pi._content import ImageContent, TextContent, ThinkingContent, ToolCall
 from mule.pi._context import Context, ProviderResponse, StreamOptions, Tool
 from mule.pi._events import AssistantMessageEvent, DoneEvent, ErrorEvent
-from mule.pi._json import JsonValue
-from mule.pi._messages import ZERO_USAGE, AssistantMessage, ToolResultMessage, UserMessage
+from mule.pi._json import JsonValue, stringify
+from mule.pi._messages import (
+    ZERO_USAGE,
+    AssistantMessage,
+    SystemMessage,
+    ToolResultMessage,
+    UserMessage,
+)
 from mule.pi._model import Model, ModelCost
 from mule.pi._stream import AssistantMessageEventStream
+from mule.pi._tool import ToolReference
+from mule.pi._transcript import TranscriptContext
 from mule.pi.providers import (
     ProviderSetupError,
     env_api_key,
@@ -128,9 +136,30 @@ async def test_text_stream_events_usage_and_request(fake: FakeOpenAI) -> None:
     assert sent["stream"] is True
     assert sent["stream_options"] == {"include_usage": True}
     assert sent["store"] is False
-    assert sent["max_completion_tokens"] == 32000  # min(model.max_tokens, 32000)
+    assert sent["max_completion_tokens"] == 64000  # the model's cap (no 32000 cap since 1.x)
     assert fake.requests[-1]["headers"]["authorization"] == "Bearer sk-test"
     assert fake.requests[-1]["path"] == "/v1/chat/completions"
+
+
+@pytest.mark.anyio
+async def test_a_transcript_context_sends_its_replayed_prompt_and_tools(fake: FakeOpenAI) -> None:
+    """Pi 1.6.0: the prompt and the tools come from the transcript's system messages."""
+    fake.push(chat_text("ok"))
+    old = Tool("old", "gone", {"type": "object"})
+    new = Tool("new", "arrived", {"type": "object"})
+    messages = (
+        SystemMessage("Base.", 0, tools_added=(old,)),
+        USER,
+        SystemMessage("", 2, sections={"rules": "Be brief."}, tools_added=(new,)),
+        SystemMessage("Later.", 3, tools_removed=(ToolReference("old"),)),
+    )
+    await collect(stream_simple(model_for(fake), TranscriptContext(messages), opts()))
+    sent = body(fake)
+    assert sent["messages"] == [
+        {"role": "system", "content": "Base.\n\nLater.\n\nBe brief."},
+        {"role": "user", "content": "hi"},
+    ]
+    assert [t["function"]["name"] for t in sent["tools"]] == ["new"]
 
 
 @pytest.mark.anyio
@@ -213,13 +242,14 @@ async def test_length_and_content_filter_finish_reasons(fake: FakeOpenAI) -> Non
 async def test_http_errors_end_with_one_error_event(
     fake: FakeOpenAI, status: int, text: str
 ) -> None:
-    """An HTTP error gives a lone error event "<status> <message>" and an http_error diagnostic."""
-    fake.push(openai_error(status, text))
+    """An HTTP error gives a lone error event "<status>: <error body>" and a diagnostic."""
+    reply = openai_error(status, text)
+    fake.push(reply)
     events = await collect(stream_simple(model_for(fake), Context((USER,)), opts()))
     assert [e.type for e in events] == ["error"]
     msg = terminal(events)
     assert msg.stop_reason == "error"
-    assert msg.error_message == f"{status} {text}"
+    assert msg.error_message == f"{status}: {stringify(reply['body']['error'])}"
     assert msg.diagnostics is not None
     assert msg.diagnostics[0].details == {"status": status}
     assert retry_after_ms(msg) is None
@@ -237,7 +267,7 @@ async def test_429_records_retry_after(
     fake.push(openai_error(429, "Rate limit reached", type="requests", headers=headers))
     events = await collect(stream_simple(model_for(fake), Context((USER,)), opts()))
     msg = terminal(events)
-    assert msg.error_message == "429 Rate limit reached"
+    assert (msg.error_message or "").startswith('429: {"message":"Rate limit reached"')
     assert retry_after_ms(msg) == expected
 
 
@@ -270,7 +300,7 @@ async def test_no_retry_for_400(fake: FakeOpenAI) -> None:
     """Client errors are not retried even when retries are allowed."""
     fake.push(openai_error(400, "bad"), chat_text("never"))
     events = await collect(stream_simple(model_for(fake), Context((USER,)), opts(max_retries=2)))
-    assert terminal(events).error_message == "400 bad"
+    assert (terminal(events).error_message or "").startswith('400: {"message":"bad"')
     assert len(fake.requests) == 1
 
 
@@ -572,11 +602,8 @@ async def test_compat_switches_shape_the_body(fake: FakeOpenAI) -> None:
     [
         ("openai", {"reasoning_effort": "medium", "store": False}),
         ("xai", {}),  # grok: no store, no reasoning_effort
-        # Pi detects DeepSeek's non-standard store by URL only, its thinking format by provider.
-        (
-            "deepseek",
-            {"thinking": {"type": "enabled"}, "reasoning_effort": "medium", "store": False},
-        ),
+        # Pi 1.6.0 knows DeepSeek by provider or URL: no store, its own thinking format.
+        ("deepseek", {"thinking": {"type": "enabled"}, "reasoning_effort": "medium"}),
         ("openrouter", {"reasoning": {"effort": "medium"}, "store": False}),
         ("zai", {"enable_thinking": True}),
     ],
@@ -664,9 +691,11 @@ def test_missing_key_and_unknown_api_raise_at_once(monkeypatch: pytest.MonkeyPat
 
 def test_register_provider_dispatches_on_api() -> None:
     """A registered provider receives the model, context and options."""
-    calls: list[tuple[Model, Context, StreamOptions]] = []
+    calls: list[tuple[Model, Context | TranscriptContext, StreamOptions]] = []
 
-    def fn(model: Model, context: Context, options: StreamOptions) -> AssistantMessageEventStream:
+    def fn(
+        model: Model, context: Context | TranscriptContext, options: StreamOptions
+    ) -> AssistantMessageEventStream:
         calls.append((model, context, options))
         return AssistantMessageEventStream()
 
@@ -704,7 +733,7 @@ def test_retry_after_forms() -> None:
 def test_status_error_message_forms() -> None:
     """Error bodies read like the Stainless SDKs format them."""
     assert status_error_message(400, json.dumps({"error": {"message": "bad"}})) == "400 bad"
-    assert status_error_message(400, json.dumps({"error": {"code": 3}})) == '400 {"code": 3}'
+    assert status_error_message(400, json.dumps({"error": {"code": 3}})) == '400 {"code":3}'
     assert status_error_message(503, "") == "503 status code (no body)"
     assert status_error_message(502, "<html>") == "502 <html>"
 

@@ -202,8 +202,14 @@ async def test_foreign_tool_call_ids_are_normalised(fake: FakeOpenAI) -> None:
             responses_stream(text="x", status="failed"),
             "Unknown error (no error details in response)",
         ),
-        (responses_stream(text="x", terminal=False), "Stream ended before a terminal response"),
-        (openai_error(429, "Too many", headers={"retry-after": "1"}), "429 Too many"),
+        (
+            responses_stream(text="x", terminal=False),
+            "OpenAI Responses stream ended before a terminal response event",
+        ),
+        (
+            openai_error(429, "Too many", headers={"retry-after": "1"}),
+            'OpenAI API error (429): {"message":"Too many"',
+        ),
     ],
 )
 async def test_failures_become_error_events(
@@ -230,11 +236,24 @@ async def test_response_failed_with_error_details(fake: FakeOpenAI) -> None:
 
 @pytest.mark.anyio
 async def test_incomplete_response_is_length(fake: FakeOpenAI) -> None:
-    """A response that ran out of tokens ends with done(length)."""
-    fake.push(responses_stream(text="trunc", status="incomplete"))
+    """A response that ran out of output tokens ends with done(length), its raw reason kept."""
+    fake.push(
+        responses_stream(text="trunc", status="incomplete", incomplete_reason="max_output_tokens")
+    )
     events = await collect(stream_simple(model_for(fake), Context((USER,)), opts()))
     assert isinstance(events[-1], DoneEvent)
     assert events[-1].reason == "length"
+    assert events[-1].message.raw_stop_reason == "incomplete.max_output_tokens"
+
+
+@pytest.mark.anyio
+async def test_incomplete_response_for_another_reason_is_an_error(fake: FakeOpenAI) -> None:
+    """Any other incomplete response failed: Pi says why, or that the server did not."""
+    fake.push(responses_stream(text="trunc", status="incomplete"))
+    events = await collect(stream_simple(model_for(fake), Context((USER,)), opts()))
+    assert isinstance(events[-1], ErrorEvent)
+    assert events[-1].error.error_message == "Response incomplete without a provider reason"
+    assert events[-1].error.raw_stop_reason == "incomplete"
 
 
 @pytest.mark.anyio

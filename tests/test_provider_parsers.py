@@ -42,11 +42,11 @@ def short(vendor: str) -> Recording:
 
 
 def comparable(events: list[AssistantMessageEvent]) -> list[Any]:
-    """Return the events' wire JSON without timestamps (each parser stamps its start)."""
+    """Return the events' wire JSON without clocks (each parser stamps and times its response)."""
 
     def strip(value: Any) -> Any:
         if isinstance(value, dict):
-            return {k: strip(v) for k, v in value.items() if k != "timestamp"}
+            return {k: strip(v) for k, v in value.items() if k not in ("timestamp", "durationMs")}
         if isinstance(value, list):
             return [strip(v) for v in value]
         return value

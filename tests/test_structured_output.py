@@ -14,7 +14,7 @@ from returns.result import Failure, Result, Success
 import mule
 from mule import effects
 from mule.effects import MuleError, MuleEvent, MulePortsInput, Ports
-from mule.pi import Model, UserMessage
+from mule.pi import Model, UserMessage, get_current_tools
 from mule.pi._scripted import Call, Reply, ScriptedModel, reply
 
 MODEL = Model(id="m", name="M", api="scripted", provider="p", base_url="")
@@ -111,8 +111,7 @@ async def test_str_output_is_the_final_text_without_an_output_tool() -> None:
     text: str = out.output
     assert_type(out, mule.MuleRunOutcome[str])
     assert text == "Paris." == out.text
-    tools = script.calls[0][1].tools
-    assert tools is not None
+    tools = get_current_tools(script.calls[0][1].messages)
     assert [t.name for t in tools] == ["echo"]  # no final_result tool to call
 
 
@@ -143,8 +142,8 @@ def test_the_tool_schema_is_the_types() -> None:
         model=MODEL, system_prompt="", messages=(UserMessage("a"),), stream=seen, output_type=int
     )
     mule.run_sync(inp)
-    tools = seen.calls[0][1].tools
-    assert tools is not None
+    tools = get_current_tools(seen.calls[0][1].messages)
+    assert tools
     assert tools[-1].name == "final_result"
     assert tools[-1].parameters == {
         "type": "object",
@@ -211,7 +210,7 @@ async def test_no_output_type_means_no_output_tool() -> None:
         )
     )
     assert out.output is None
-    assert script.calls[0][1].tools is None
+    assert get_current_tools(script.calls[0][1].messages) == ()
 
 
 # The Effect root: the same output tool through `mule.effects.run` and `mule.effects.stream`.

@@ -15,11 +15,11 @@ from attrs import define
 
 from mule.pi import (
     AssistantMessageEventStream,
-    Context,
     Model,
     StreamOptions,
     TextContent,
     ToolResultMessage,
+    TranscriptContext,
     UserMessage,
 )
 from mule.pi.scripted import Call, Reply, Text, Thinking, scripted_stream
@@ -118,7 +118,7 @@ class DemoModel:
     calls: int = 0
 
     def __call__(
-        self, model: Model, context: Context, options: StreamOptions | None = None
+        self, model: Model, context: TranscriptContext, options: StreamOptions | None = None
     ) -> AssistantMessageEventStream:
         """Stream the reply for the current step."""
         self.calls += 1
@@ -129,7 +129,7 @@ class DemoModel:
     def _reply(self, *blocks: Text | Thinking | Call) -> Reply:
         return Reply(blocks=blocks, delay_ms=self.delay_ms)
 
-    def next_reply(self, context: Context) -> Reply:
+    def next_reply(self, context: TranscriptContext) -> Reply:
         """Return the reply for the step the transcript has reached."""
         start = max(
             (i for i, m in enumerate(context.messages) if isinstance(m, UserMessage)), default=0

@@ -23,6 +23,7 @@ from mule.pi import (
     AssistantMessage,
     ImageContent,
     Message,
+    SystemMessage,
     TextContent,
     ThinkingContent,
     ToolCall,
@@ -202,6 +203,8 @@ def _header(message: Message) -> Text:
     if isinstance(message, ToolResultMessage):
         style = "bold red" if message.is_error else "bold green"
         return Text(f"tool result ({message.tool_name})", style=style)
+    if isinstance(message, SystemMessage):
+        return Text("system", style="bold")
     head = Text(f"assistant ({message.provider}/{message.model}, {message.stop_reason})")
     head.stylize("bold red" if message.stop_reason in FAILURE_STOP_REASONS else "bold blue")
     if message.error_message:

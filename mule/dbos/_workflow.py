@@ -59,7 +59,6 @@ from mule.pi import (
     AssistantMessage,
     AssistantMessageEvent,
     AssistantMessageEventStream,
-    Context,
     DoneEvent,
     ErrorEvent,
     Message,
@@ -68,6 +67,7 @@ from mule.pi import (
     StreamOptions,
     TextContent,
     ToolCall,
+    TranscriptContext,
 )
 from mule.promise import core_input
 
@@ -172,10 +172,10 @@ class _Durable:
 
     def stream_fn(
         self, real: Callable[..., Any]
-    ) -> Callable[[Model, Context, StreamOptions], AssistantMessageEventStream]:
+    ) -> Callable[[Model, TranscriptContext, StreamOptions], AssistantMessageEventStream]:
         """Wrap a stream function: each call is one model-attempt step."""
 
-        def call(model: Model, context: Context, options: StreamOptions) -> Any:
+        def call(model: Model, context: TranscriptContext, options: StreamOptions) -> Any:
             step = self.reserve()
             source = self._attempt(step, real, model, context, options)
             return AssistantMessageEventStream.from_source(source)
@@ -187,7 +187,7 @@ class _Durable:
         step: int,
         real: Callable[..., Any],
         model: Model,
-        context: Context,
+        context: TranscriptContext,
         options: StreamOptions,
     ) -> AsyncIterator[AssistantMessageEvent]:
         self.replaying = False

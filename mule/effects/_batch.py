@@ -53,6 +53,8 @@ def _revised(
     cursor: int = _KEEP,
     prepared: tuple[int, ...] = _KEEP,
     running: int = _KEEP,
+    started_ms: int = _KEEP,
+    durations: tuple[int | None, ...] = _KEEP,
 ) -> Batch:
     """`attrs.evolve` for a batch, positional (a batch changes several times per tool call)."""
     return Batch(
@@ -66,6 +68,8 @@ def _revised(
         b.cursor if cursor is _KEEP else cursor,
         b.prepared if prepared is _KEEP else prepared,
         b.running if running is _KEEP else running,
+        b.started_ms if started_ms is _KEEP else started_ms,
+        b.durations if durations is _KEEP else durations,
     )
 
 
@@ -84,8 +88,47 @@ def _start_batch(
         cursor=0,
         prepared=(),
         running=0,
+        durations=(None,) * n,
     )
     _advance(t, batch)
+
+
+def truncated_call_text(name: str) -> str:
+    """Return the error text of a call from a response cut at the output-token limit."""
+    return (
+        f'Tool call "{name}" was not executed: the response hit the output token limit, so its'
+        " arguments may be truncated. Re-issue the tool call with complete arguments."
+    )
+
+
+def _fail_truncated_calls(
+    t: _Txn, message: AssistantMessage, message_id: MuleIdentity, calls: tuple[ToolCall, ...]
+) -> None:
+    """Settle a `length`-stopped response's calls unrun, then end the turn (Pi 1.6.0).
+
+    Their arguments may have been cut off, so none is prepared, validated or executed: each
+    gets an error result, and the run goes on to the next turn. Each call's start, end and
+    result message come in turn, as Pi's sequential order has them.
+    """
+    run, turn = t.cfg.run, t.current_turn()
+    messages: list[ToolResultMessage] = []
+    for call in calls:
+        cid = t.ident("tool_call", message_id)
+        tool = t.cfg.tools.get(call.name)
+        replay = tool.replay if tool is not None else "unsafe"
+        result = _error_result(truncated_call_text(call.name))
+        t.cmds.append(make.tool_start(run, turn, cid, call, replay))
+        t.cmds.append(make.tool_end(run, turn, cid, call, result, None))
+        made = make.tool_result_message(
+            call.id, call.name, result.content, True, t.clock, result.details, None, None
+        )
+        rid = t.ident("tool_result", cid)
+        t.cmds.append(make.message_start(run, turn, rid, made))
+        t.cmds.append(make.message_end(run, turn, rid, made))
+        t.new += (made,)
+        messages.append(made)
+    t.context += tuple(messages)
+    _end_turn(t, message, tuple(messages), more=True)
 
 
 def _begin_resume(t: _Txn) -> None:
@@ -108,6 +151,10 @@ def _begin_resume(t: _Txn) -> None:
         if type(cp) is ToolCompleted:
             results.append(cp.result)
             messages.append(cp.message)
+        elif message.stop_reason == "length":
+            # Cut at the output-token limit: no call of it ever runs (Pi 1.6.0).
+            results.append(_error_result(truncated_call_text(call.name)))
+            messages.append(None)
         elif type(cp) is ToolStarted and cp.replay == "unsafe":
             results.append(_error_result(INTERRUPTED_UNSAFE))
             messages.append(None)
@@ -126,6 +173,7 @@ def _begin_resume(t: _Txn) -> None:
         cursor=0,
         prepared=(),
         running=0,
+        durations=(None,) * len(calls),
     )
     _advance(t, batch)
 
@@ -147,7 +195,7 @@ def _advance(t: _Txn, batch: Batch) -> None:
         batch = _revised(batch, cursor=batch.cursor + 1)
     # Pass 2: only now do the prepared calls execute, all at once.
     if batch.prepared:
-        batch = _revised(batch, running=len(batch.prepared))
+        batch = _revised(batch, running=len(batch.prepared), started_ms=t.clock)
         t.phase = RunningTools(batch)
         t.cmds.append(StartTools(batch.prepared))
         return
@@ -215,13 +263,29 @@ def _start_call(t: _Txn, batch: Batch, i: int) -> MuleToolResult | ToolCall:
     )
 
 
-def _settle(t: _Txn, batch: Batch, i: int, result: MuleToolResult, running: int = _KEEP) -> Batch:
-    """Record a call's final result and emit its end (and set `running`, if given)."""
-    end = make.tool_end(t.cfg.run, t.current_turn(), batch.ids[i], batch.calls[i], result, None)
+def _settle(
+    t: _Txn,
+    batch: Batch,
+    i: int,
+    result: MuleToolResult,
+    running: int = _KEEP,
+    duration_ms: int | None = None,
+) -> Batch:
+    """Record a call's final result and emit its end (and set `running`, if given).
+
+    `duration_ms` is the execution's time, for a call that ran (Pi 1.6.0's `durationMs`).
+    """
+    end = make.tool_end(
+        t.cfg.run, t.current_turn(), batch.ids[i], batch.calls[i], result, duration_ms
+    )
     t.cmds.append(end)
     results = list(batch.results)
     results[i] = result
-    return _revised(batch, results=tuple(results), running=running)
+    if duration_ms is None:
+        return _revised(batch, results=tuple(results), running=running)
+    durations = list(batch.durations)
+    durations[i] = duration_ms
+    return _revised(batch, results=tuple(results), running=running, durations=tuple(durations))
 
 
 def _on_tools(t: _Txn, batch: Batch, fact: ToolFact) -> None:
@@ -233,12 +297,13 @@ def _on_tools(t: _Txn, batch: Batch, fact: ToolFact) -> None:
             prep = fact.preparation
             if isinstance(prep, MulePreparedCall):
                 if sequential:
-                    t.phase = RunningTools(_revised(batch, running=1))
+                    t.phase = RunningTools(_revised(batch, running=1, started_ms=t.clock))
                     t.cmds.append(StartTools((i,)))
                     return
                 batch = _revised(batch, prepared=(*batch.prepared, i), cursor=batch.cursor + 1)
             else:
-                result = _error_result(prep.message, prep.terminate)
+                # As Pi 1.6.0 records a block's terminate: only when it is true.
+                result = _error_result(prep.message, True if prep.terminate else None)
                 batch = _settle(t, batch, i, result)
                 if sequential:
                     batch = _emit_result_message(t, batch, i)
@@ -261,7 +326,8 @@ def _on_tools(t: _Txn, batch: Batch, fact: ToolFact) -> None:
                 t.cmds.append(PullTool(i))
                 t.phase = RunningTools(batch)
                 return
-            batch = _settle(t, batch, i, part.result, running=batch.running - 1)
+            took = max(0, t.clock - batch.started_ms)
+            batch = _settle(t, batch, i, part.result, batch.running - 1, took)
             t.cmds.append(CloseTool(i))
             if sequential:
                 batch = _emit_result_message(t, batch, i)
@@ -296,7 +362,7 @@ def _result_message(t: _Txn, batch: Batch, i: int) -> ToolResultMessage:
         t.clock,
         result.details,
         result.usage,
-        None,
+        batch.durations[i] if batch.durations else None,
     )
     rid = t.ident("tool_result", batch.ids[i])
     turn = t.current_turn()
@@ -323,4 +389,4 @@ def _finish_batch(t: _Txn, batch: Batch) -> None:
     _end_turn(t, batch.message, messages, more=not terminate)
 
 
-__all__ = ["INTERRUPTED_UNSAFE"]
+__all__ = ["INTERRUPTED_UNSAFE", "truncated_call_text"]

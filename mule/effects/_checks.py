@@ -15,6 +15,7 @@ from mule.pi import (
     SUCCESS_STOP_REASONS,
     AssistantMessage,
     StreamOptions,
+    SystemMessage,
     ToolCall,
     ToolResultMessage,
     ToolSchemaError,
@@ -69,7 +70,7 @@ def check_input(inp: MulePortsInput) -> Result[RunConfig, MuleError]:
 
 def _check(inp: MulePortsInput) -> Result[None, MuleError]:
     for i, m in enumerate(inp.messages):
-        if type(m) not in (UserMessage, AssistantMessage, ToolResultMessage):
+        if type(m) not in (SystemMessage, UserMessage, AssistantMessage, ToolResultMessage):
             return _control(f"messages[{i}] is not a Pi message: {type(m).__name__}")
     timeout = inp.model_stream_idle_timeout_ms
     if timeout is not None and not (math.isfinite(timeout) and timeout > 0):
@@ -84,7 +85,8 @@ def _check(inp: MulePortsInput) -> Result[None, MuleError]:
         return _control(f"tool_execution must be parallel or sequential: {inp.tool_execution!r}")
     resume = inp.resume
     if resume is None:
-        if not inp.messages:
+        if all(type(m) is SystemMessage for m in inp.messages):
+            # Pi's Agent: system messages alone leave nothing to answer.
             return _control("Cannot continue: no messages in context")
         if type(inp.messages[-1]) is AssistantMessage:
             return _control("Cannot continue from message role: assistant")

@@ -20,7 +20,7 @@ from mule.effects._events import (
 )
 from mule.effects._identity import MuleIdentity
 from mule.effects._state import RunState
-from mule.pi import Context, ToolCall, ToolResultMessage
+from mule.pi import ToolCall, ToolResultMessage, TranscriptContext
 
 # Every step makes a new state (13 fields, which attrs' `__init__` sets one by one through
 # `object.__setattr__`: about 3.8 of the 9 us the cheapest step took). In field order.
@@ -40,8 +40,8 @@ tool_start = maker(ToolExecutionStart)
 tool_end = maker(ToolExecutionEnd, defaults=True)
 # (kind, value, parent)
 identity = maker(MuleIdentity, defaults=True)
-# (messages, system_prompt, tools)
-context = maker(Context, defaults=True)
+# (messages,)
+context = maker(TranscriptContext)
 # (id, name, arguments, thought_signature, namespace, arguments_error, extras)
 tool_call = maker(ToolCall, defaults=True)
 # (tool_call_id, tool_name, content, is_error, timestamp, details, usage, duration_ms)

@@ -46,7 +46,8 @@ class Ports:
         steering: Pi's steering poll: messages to inject before the next model call.
         follow_up: Pi's follow-up poll: messages that start another turn when the run would
             end.
-        should_stop: Asked after each turn; True ends the run.
+        should_stop: The retained stop hook: asked after each completed turn's tool results,
+            before its `turn_end`; True ends the run (not asked for a failed turn).
         prepare_tool: Decodes and authorises one call of a declared tool.
 
     """

@@ -14,10 +14,10 @@ from mule.effects._tools import MuleCallPreparation, MuleToolExecutionPart
 from mule.pi import (
     AssistantMessage,
     AssistantMessageEvent,
-    Context,
     Message,
     StreamOptions,
     ToolCall,
+    TranscriptContext,
 )
 
 # -- facts (past tense): what happened --------------------------------------------------------
@@ -163,7 +163,7 @@ class ResolveKey(Record):
 class CallModel(Record):
     """Call the stream function (with the attempt's signal); answer `StreamOpened`."""
 
-    context: Context
+    context: TranscriptContext
     options: StreamOptions
 
 

@@ -14,15 +14,15 @@ from mule.effects._tools import ExecutionMode
 from mule.pi import (
     AssistantMessage,
     AssistantMessageEventStream,
-    Context,
     Message,
     Model,
     RetryPolicy,
     StreamOptions,
+    TranscriptContext,
 )
 
 MuleStreamFunction: TypeAlias = Callable[
-    [Model, Context, StreamOptions],
+    [Model, TranscriptContext, StreamOptions],
     AssistantMessageEventStream | Awaitable[AssistantMessageEventStream],
 ]
 
@@ -33,8 +33,11 @@ class MuleRunSettings(Generic[OutputT]):
 
     Attributes:
         model: The model to call (`mule.pi.models.get_model(...)`, or your own `Model`).
-        system_prompt: The system prompt of every model call.
-        messages: The conversation so far; the run continues from it.
+        system_prompt: The system prompt. Unless `messages` opens with a system message, the
+            run's transcript opens with one holding it and the tools' declarations, as Pi's
+            Agent makes it (`create_initial_system_message`).
+        messages: The conversation so far (system messages included); the run continues
+            from it.
         stream: The model stream function; None: the real providers
             (`mule.pi.stream_simple`).
         resume: A recovered turn to continue from (durable runs).

@@ -6,6 +6,7 @@ states each phase's facts as code)::
     NotStarted --Began--> [steering?] Polling(steering) | ResolvingKey | Streaming
                           (a resume goes straight to RunningTools, or ends its turn)
     Polling     --MessagesAnswered--> ResolvingKey | Streaming   (a turn's attempt)
+                                      Polling(steering_again)    (empty, more tool turns)
                                       Polling(follow_up) | Over  (nothing more to do)
     ResolvingKey --KeyResolved--> Streaming
     Streaming   --StreamOpened / start / block events--> Streaming
@@ -20,7 +21,7 @@ states each phase's facts as code)::
                  --the batch's last result--> AwaitingStop | Polling | ResolvingKey
                                               | Streaming | Over (turn end)
                  --ToolExhausted--> Over (failed)
-    AwaitingStop --StopAnswered--> Over (stop) | as after the turn end
+    AwaitingStop --StopAnswered--> (turn_end) Over (stop) | as after the turn end
     any phase   --CancelRequested--> Over (cancelled) ; --WorkFailed--> Over (failed)
                 --ListenerFailed--> Over (the listener's error, no run_end)
     Over        nothing more (a cancel decided before run_end went out still wins)
@@ -86,9 +87,13 @@ class NotStarted(Record):
 
 @final
 class Polling(Record):
-    """Waiting for the steering or follow-up poll."""
+    """Waiting for a steering or follow-up poll.
 
-    kind: Literal["steering", "follow_up"]
+    `steering_again` is Pi 1.6.0's second steering poll before the next turn, asked when the
+    poll after a turn was empty and the tool batch asked for another turn.
+    """
+
+    kind: Literal["steering", "steering_again", "follow_up"]
 
 
 @final
@@ -140,6 +145,10 @@ class Batch(Record):
     cursor: int
     prepared: tuple[int, ...]
     running: int
+    # Pi 1.6.0's durationMs: when the running calls started (one at a time when sequential,
+    # together when parallel), and each settled call's execution time (None: it never ran).
+    started_ms: int = 0
+    durations: tuple[int | None, ...] = ()
 
 
 @final
@@ -151,9 +160,15 @@ class RunningTools(Record):
 
 @final
 class AwaitingStop(Record):
-    """Waiting for the stop hook; `more` says whether the tool batch asked for another turn."""
+    """Waiting for the stop hook, before the turn's `turn_end` (where Pi calls finishTurn).
+
+    `more` says whether the tool batch asked for another turn; `message` and `results` are
+    the turn's, for its `turn_end`.
+    """
 
     more: bool
+    message: AssistantMessage
+    results: tuple[ToolResultMessage, ...]
 
 
 @final
@@ -192,6 +207,9 @@ class RunState:
     usage: Usage = ZERO_USAGE  # every attempt's, retried and failed ones included
     turns: int = 0
     limit: LimitName | None = None
+    # 1 when the run opened `context` with the initial system message it made itself (not in
+    # the input, so not in `all_messages`), else 0.
+    lead: int = 0
 
 
 __all__ = [

@@ -7,7 +7,7 @@ from typing import assert_never
 from attrs import evolve
 
 from mule.effects import _make as make
-from mule.effects._batch import _start_batch
+from mule.effects._batch import _fail_truncated_calls, _start_batch
 from mule.effects._errors import MuleError
 from mule.effects._events import (
     TurnEnd,
@@ -126,6 +126,8 @@ def _ms(value: float | None) -> str:
 
 def _attempt_settled(t: _Txn, phase: Streaming, final: AssistantMessage) -> None:
     run, turn, mid = t.cfg.run, phase.turn, phase.message
+    # Pi 1.6.0's loop records the level it asked for on the final message, whoever streamed it.
+    final = evolve(final, thinking_level=t.cfg.stream_options.reasoning or "off")
     if not phase.started:
         t.cmds.append(make.message_start(run, turn, mid, final))
     t.cmds.append(make.message_end(run, turn, mid, final))
@@ -153,7 +155,9 @@ def _attempt_settled(t: _Txn, phase: Streaming, final: AssistantMessage) -> None
         _fail(t, MuleError("model", text, final))
         return
     calls = tuple(b for b in final.content if type(b) is ToolCall)
-    if calls:
+    if calls and stop == "length":
+        _fail_truncated_calls(t, final, mid, calls)
+    elif calls:
         _start_batch(t, final, mid, calls)
     else:
         _end_turn(t, final, (), more=False)

@@ -61,14 +61,22 @@ from mule.effects._state import (
     Streaming,
 )
 from mule.effects._streaming import _on_stream
-from mule.effects._turns import _after_stop, _attempt, _call_model, _on_poll, _open_turn, _turn_body
-from mule.effects._txn import _cancel, _complete, _fail, _Txn
+from mule.effects._turns import (
+    _attempt,
+    _call_model,
+    _on_poll,
+    _open_turn,
+    _turn_body,
+    _turn_ended,
+)
+from mule.effects._txn import _cancel, _fail, _Txn
 from mule.pi import (
     BLOCK_EVENT_TYPES,
     DoneEvent,
     ErrorEvent,
     Message,
     StartEvent,
+    SystemMessage,
     TextDeltaEvent,
     TextEndEvent,
     TextStartEvent,
@@ -78,6 +86,7 @@ from mule.pi import (
     ToolCallDeltaEvent,
     ToolCallEndEvent,
     ToolCallStartEvent,
+    create_initial_system_message,
 )
 
 _BLOCK_EVENTS = BLOCK_EVENT_TYPES
@@ -85,8 +94,17 @@ P = TypeVar("P")
 
 
 def initial_state(cfg: RunConfig, messages: Sequence[Message]) -> RunState:
-    """Return the state of a run that has not begun; feed it `Began` first."""
-    return RunState(cfg=cfg, phase=NotStarted(), context=tuple(messages))
+    """Return the state of a run that has not begun; feed it `Began` first.
+
+    The transcript opens with the initial system message (the system prompt and the tools'
+    declarations) unless `messages` opens with a system message, as Pi 1.6.0's Agent makes it.
+    """
+    context = tuple(messages)
+    if not context or type(context[0]) is not SystemMessage:
+        initial = create_initial_system_message(cfg.system_prompt, cfg.descriptors)
+        if initial is not None:
+            return RunState(cfg=cfg, phase=NotStarted(), context=(initial, *context), lead=1)
+    return RunState(cfg=cfg, phase=NotStarted(), context=context)
 
 
 def expects(phase: Phase) -> tuple[type[Fact], ...]:
@@ -218,11 +236,8 @@ def _dispatch(t: _Txn, phase: Phase, fact: Fact) -> None:
         case MessagesAnswered():
             _on_poll(t, _expect(phase, Polling, fact), fact.messages)
         case StopAnswered():
-            waiting = _expect(phase, AwaitingStop, fact)
-            if fact.stop:
-                _complete(t)
-            else:
-                _after_stop(t, waiting.more)
+            w = _expect(phase, AwaitingStop, fact)
+            _turn_ended(t, w.message, w.results, w.more, stop=fact.stop)
         case RetryAfterAnswered():
             failed = _expect(phase, AwaitingRetryAfter, fact)
             ms = fact.ms
@@ -288,7 +303,7 @@ def _crashed(state: RunState, fact: Fact, exc: Exception) -> tuple[RunState, tup
 
 
 def _begin(t: _Txn) -> None:
-    t.cmds.append(RunStart(run=t.cfg.run, messages=t.context))
+    t.cmds.append(RunStart(run=t.cfg.run, messages=t.context[t.state.lead :]))
     _open_turn(t)
     resume = t.cfg.resume
     if resume is not None:

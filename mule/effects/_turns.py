@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from attrs import evolve
 
 from mule.effects import _make as make
-from mule.effects._limits import reached
+from mule.effects._limits import LimitName, reached
 from mule.effects._outcome import MuleCompletedTurn
 from mule.effects._protocol import (
     ASK_FOLLOW_UP,
@@ -23,7 +23,15 @@ from mule.effects._state import (
     Streaming,
 )
 from mule.effects._txn import _complete, _Txn
-from mule.pi import AssistantMessage, Message, ToolResultMessage
+from mule.pi import (
+    AssistantMessage,
+    Message,
+    SystemMessage,
+    ToolResultMessage,
+    get_current_system_prompt,
+    get_current_tools,
+    get_tool_state_changes,
+)
 
 
 def _open_turn(t: _Txn) -> None:
@@ -37,6 +45,7 @@ def _turn_body(t: _Txn, pending: Sequence[Message]) -> None:
         _open_turn(t)
     t.first_turn = False
     turn = t.current_turn()
+    pending = _declare_tool_changes(t, pending)
     for m in pending:
         mid = t.ident("message", turn)
         t.cmds.append(make.message_start(t.cfg.run, turn, mid, m))
@@ -47,42 +56,121 @@ def _turn_body(t: _Txn, pending: Sequence[Message]) -> None:
     _attempt(t, 1)
 
 
+def _declare_tool_changes(t: _Txn, pending: Sequence[Message]) -> Sequence[Message]:
+    """Pi 1.6.0's declareToolChanges: make the transcript declare exactly the run's tools.
+
+    The difference between the tools the transcript declares and the run's tools goes on the
+    last pending system message (its own tool fields are intent and are replaced), or on a new
+    system message put before the first pending message that is not one.
+    """
+    last = -1
+    for i in range(len(pending) - 1, -1, -1):
+        if type(pending[i]) is SystemMessage:
+            last = i
+            break
+    baseline: Sequence[Message] = pending
+    if last >= 0:
+        baseline = [
+            _with_changes(m, (), ()) if i == last else m  # type: ignore[arg-type]
+            for i, m in enumerate(pending)
+        ]
+    added, removed = get_tool_state_changes(
+        get_current_tools((*t.context, *baseline)), t.cfg.descriptors or ()
+    )
+    unchanged = not added and not removed
+    if last >= 0:
+        own = pending[last]
+        assert type(own) is SystemMessage
+        if unchanged and not own.tools_added and not own.tools_removed:
+            return pending
+        return [
+            _with_changes(own, added, removed) if i == last else m for i, m in enumerate(baseline)
+        ]
+    if unchanged:
+        return pending
+    update = _with_changes(SystemMessage(content="", timestamp=t.clock), added, removed)
+    at = next((i for i, m in enumerate(pending) if type(m) is not SystemMessage), len(pending))
+    return [*pending[:at], update, *pending[at:]]
+
+
+def _with_changes(
+    message: SystemMessage, added: Sequence[object], removed: Sequence[object]
+) -> SystemMessage:
+    """Return the system message with its tool fields replaced (empty: the field left out)."""
+    return evolve(
+        message,
+        tools_added=tuple(added) or None,  # type: ignore[arg-type]
+        tools_removed=tuple(removed) or None,  # type: ignore[arg-type]
+    )
+
+
 def _on_poll(t: _Txn, phase: Polling, messages: tuple[Message, ...]) -> None:
-    if phase.kind == "steering":
-        if t.first_turn or messages or t.more:
+    match phase.kind:
+        case "steering":
+            if t.first_turn or messages:
+                _turn_body(t, messages)
+            elif t.more:
+                # Pi 1.6.0 polls steering once more before the next turn when this poll was
+                # empty: a message queued meanwhile lands in that turn.
+                t.phase = Polling("steering_again")
+                t.cmds.append(ASK_STEERING)
+            elif t.cfg.has_follow_up:
+                t.phase = Polling("follow_up")
+                t.cmds.append(ASK_FOLLOW_UP)
+            else:
+                _complete(t)
+        case "steering_again":
             _turn_body(t, messages)
-        elif t.cfg.has_follow_up:
-            t.phase = Polling("follow_up")
-            t.cmds.append(ASK_FOLLOW_UP)
-        else:
-            _complete(t)
-    elif messages:
-        _turn_body(t, messages)
-    else:
-        _complete(t)
+        case "follow_up":
+            if messages:
+                _turn_body(t, messages)
+            else:
+                _complete(t)
 
 
 def _end_turn(
     t: _Txn, message: AssistantMessage, results: tuple[ToolResultMessage, ...], more: bool
 ) -> None:
+    """End a completed turn: the stop hook where Pi 1.6.0 calls finishTurn, then turn_end.
+
+    A run a limit ends after this turn does not ask the hook: its answer could change nothing.
+    """
+    if t.cfg.has_stop and _limit(t, more, t.turns + 1) is None:
+        t.phase = AwaitingStop(more, message, results)
+        t.cmds.append(AskStop(MuleCompletedTurn(message, results, t.context, t.new)))
+    else:
+        _turn_ended(t, message, results, more, stop=False)
+
+
+def _limit(t: _Txn, more: bool, turns: int) -> LimitName | None:
+    """Return the limit that ends the run after `turns` turns, if any.
+
+    A limit stops the run only where another turn could start.
+    """
+    if more or t.cfg.has_steering or t.cfg.has_follow_up:
+        return reached(t.cfg.limits, turns, t.usage)
+    return None
+
+
+def _turn_ended(
+    t: _Txn,
+    message: AssistantMessage,
+    results: tuple[ToolResultMessage, ...],
+    more: bool,
+    *,
+    stop: bool,
+) -> None:
+    """Emit turn_end, then stop, or end at a limit, or poll / go on as Pi does."""
     t.cmds.append(make.turn_end(t.cfg.run, t.current_turn(), message, results))
     t.turns += 1
-    if more or t.cfg.has_steering or t.cfg.has_follow_up:
-        # A limit stops the run only where another turn could start.
-        limit = reached(t.cfg.limits, t.turns, t.usage)
-        if limit is not None:
-            t.limit = limit
-            _complete(t)
-            return
-    if t.cfg.has_stop:
-        t.phase = AwaitingStop(more)
-        turn = MuleCompletedTurn(message, results, t.context, t.new)
-        t.cmds.append(AskStop(turn))
-    else:
-        _after_stop(t, more)
-
-
-def _after_stop(t: _Txn, more: bool) -> None:
+    if stop:
+        _complete(t)
+        return
+    limit = _limit(t, more, t.turns)
+    if limit is not None:
+        t.limit = limit
+        _complete(t)
+        return
     t.more = more
     if t.cfg.has_steering:
         t.phase = Polling("steering")
@@ -107,10 +195,11 @@ def _attempt(t: _Txn, attempt: int) -> None:
 def _call_model(t: _Txn, attempt: int, key: str | None) -> None:
     cfg = t.cfg
     turn = t.current_turn()
-    t.cmds.append(make.model_prompt(cfg.run, turn, attempt, cfg.system_prompt))
+    # The prompt the model sees: the transcript's system messages replayed (pi-ai 1.6.0).
+    t.cmds.append(make.model_prompt(cfg.run, turn, attempt, get_current_system_prompt(t.context)))
     options = cfg.stream_options
     if key:
         options = evolve(options, api_key=key)
-    context = make.context(t.context, cfg.system_prompt, cfg.descriptors)
+    context = make.context(t.context)
     t.phase = Streaming(attempt, turn, t.ident("message", turn), started=False)
     t.cmds.append(CallModel(context, options))

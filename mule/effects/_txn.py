@@ -92,6 +92,7 @@ class _Txn:
                 self.usage,
                 self.turns,
                 self.limit,
+                self.state.lead,
             ),
             tuple(self.cmds),
         )
@@ -118,7 +119,7 @@ def _complete(t: _Txn) -> None:
         terminal=terminal,
         message=message,
         messages=t.new,
-        all_messages=t.context,
+        all_messages=t.context[t.state.lead :],
         usage=t.usage,
         limit=t.limit,
     )
@@ -139,7 +140,7 @@ def _cancel(t: _Txn, fact: CancelRequested) -> None:
         terminal=terminal,
         message=_synthetic(t, "aborted", fact.reason),
         messages=t.new,
-        all_messages=t.context,
+        all_messages=t.context[t.state.lead :],
         usage=t.usage,
     )
     _finish(t, Success(outcome))

@@ -15,6 +15,7 @@ from mule.pi import (
     AssistantMessage,
     ImageContent,
     Message,
+    SystemMessage,
     TextContent,
     ThinkingContent,
     ToolCall,
@@ -91,6 +92,10 @@ def message_json(message: Message) -> dict[str, Any]:
     if isinstance(message, ToolResultMessage):
         response = {"type": "tool_call_response", "id": message.tool_call_id}
         return {"role": "tool", "parts": [{**response, "response": _text(message.content)}]}
+    if isinstance(message, SystemMessage):
+        content = message.content
+        text = content if isinstance(content, str) else _text(content)
+        return {"role": "system", "parts": [{"type": "text", "content": text}]}
     out: dict[str, Any] = {"role": "assistant", "parts": [_part(b) for b in message.content]}
     out["finish_reason"] = FINISH_REASONS.get(message.stop_reason, message.stop_reason)
     return out

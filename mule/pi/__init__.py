@@ -30,6 +30,7 @@ from mule.pi._context import (
     StreamOptions,
     ThinkingBudgets,
     Tool,
+    ToolReference,
     Transport,
 )
 from mule.pi._cost import calculate_cost
@@ -65,6 +66,7 @@ from mule.pi._messages import (
     DiagnosticError,
     Message,
     StopReason,
+    SystemMessage,
     ToolResultMessage,
     Usage,
     UsageCost,
@@ -88,6 +90,16 @@ from mule.pi._retry import (
     retry_delay_ms,
 )
 from mule.pi._stream import AssistantMessageEventStream, IncompleteStreamError
+from mule.pi._transcript import (
+    TranscriptContext,
+    collapse_context,
+    create_initial_system_message,
+    get_current_system_prompt,
+    get_current_tools,
+    get_tool_state_changes,
+    normalize_context,
+    without_system_messages,
+)
 from mule.pi._validate import ToolValidator, validate_tool_arguments
 
 if TYPE_CHECKING:
@@ -185,6 +197,7 @@ __all__ = [
     "StartEvent",
     "StopReason",
     "StreamOptions",
+    "SystemMessage",
     "TerminalEvent",
     "TextContent",
     "TextDeltaEvent",
@@ -202,9 +215,11 @@ __all__ = [
     "ToolCallDeltaEvent",
     "ToolCallEndEvent",
     "ToolCallStartEvent",
+    "ToolReference",
     "ToolResultMessage",
     "ToolSchemaError",
     "ToolValidator",
+    "TranscriptContext",
     "Transport",
     "Usage",
     "UsageCost",
@@ -216,13 +231,19 @@ __all__ = [
     "calculate_cost",
     "camel",
     "child_controller",
+    "collapse_context",
     "complete_simple",
+    "create_initial_system_message",
     "decode",
     "from_json",
     "from_wire",
+    "get_current_system_prompt",
+    "get_current_tools",
+    "get_tool_state_changes",
     "is_retryable_assistant_error",
     "loads",
     "needs_extra",
+    "normalize_context",
     "parse_streaming_json",
     "register_provider",
     "retry_after_ms",
@@ -233,6 +254,7 @@ __all__ = [
     "to_json",
     "to_wire",
     "validate_tool_arguments",
+    "without_system_messages",
 ]
 
 # Last, once every exported name is bound: public names read this face as their module.

@@ -37,7 +37,7 @@ from mule.pi._content import (
     ToolCall,
     UserContent,
 )
-from mule.pi._context import Context, ThinkingBudgets, Tool
+from mule.pi._context import Context, ThinkingBudgets
 from mule.pi._events import EVENT_CLASSES
 from mule.pi._js_values import as_json_number
 from mule.pi._json import loads, stringify
@@ -46,12 +46,15 @@ from mule.pi._messages import (
     AssistantMessage,
     Diagnostic,
     DiagnosticError,
+    SystemMessage,
     ToolResultMessage,
     Usage,
     UsageCost,
     UserMessage,
 )
 from mule.pi._model import Model, ModelCost, ModelCostTier
+from mule.pi._tool import Tool, ToolReference
+from mule.pi._transcript import TranscriptContext
 from mule.pi._unstructure import EXTRAS, Compiler, Encoder, Spec, camel, declared, is_free_json
 
 T = TypeVar("T")
@@ -245,6 +248,7 @@ _CONTENT_TAGS: dict[str, type[Any]] = {
     "toolCall": ToolCall,
 }
 _MESSAGE_TAGS: dict[str, type[Any]] = {
+    "system": SystemMessage,
     "user": UserMessage,
     "assistant": AssistantMessage,
     "toolResult": ToolResultMessage,
@@ -279,10 +283,14 @@ def _base_converter() -> cattrs.Converter:
     conv.register_structure_hook_factory(
         lambda x: x == (str | _USER_BLOCKS), lambda _, c: partial(_structure_user_content, c)
     )
+    conv.register_structure_hook_factory(
+        lambda x: x == (str | _TEXT_BLOCKS), lambda _, c: partial(_structure_text_content, c)
+    )
     return conv
 
 
 _USER_BLOCKS = tuple[UserContent, ...]
+_TEXT_BLOCKS = tuple[TextContent, ...]
 
 
 def _unknown_class(value: Any, t: Any = None) -> NoReturn:
@@ -299,6 +307,14 @@ def _structure_user_content(conv: cattrs.Converter, value: Any, _: Any) -> Any:
     if not isinstance(value, list):
         _fail(f"expected a string or a list of blocks, got {type(value).__name__}")
     return conv.structure(value, _USER_BLOCKS)
+
+
+def _structure_text_content(conv: cattrs.Converter, value: Any, _: Any) -> Any:
+    if type(value) is str:
+        return value
+    if not isinstance(value, list):
+        _fail(f"expected a string or a list of text blocks, got {type(value).__name__}")
+    return conv.structure(value, _TEXT_BLOCKS)
 
 
 def _tag_of(cls: type[Any], key: str | None) -> tuple[str, str] | None:
@@ -427,9 +443,10 @@ def _build() -> WireCodec:
             ModelCost,
             Model,
             Tool,
+            ToolReference,
         )
     }
-    specs |= {ThinkingBudgets: Spec(), Context: Spec()}
+    specs |= {ThinkingBudgets: Spec(), Context: Spec(), TranscriptContext: Spec()}
     specs |= {cls: Spec(("type", tag)) for tag, cls in _CONTENT_TAGS.items()}
     specs |= {cls: Spec(("role", tag)) for tag, cls in _MESSAGE_TAGS.items()}
     specs |= {cls: Spec(("type", tag)) for tag, cls in _EVENT_TAGS.items()}

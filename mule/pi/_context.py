@@ -11,6 +11,7 @@ from mule.pi._abort import AbortSignal
 from mule.pi._json import JsonObject, JsonValue
 from mule.pi._messages import Message
 from mule.pi._model import Model, ThinkingLevel
+from mule.pi._tool import Tool, ToolReference
 
 Transport: TypeAlias = Literal["sse", "websocket", "websocket-cached", "auto"]
 CacheRetention: TypeAlias = Literal["none", "short", "long"]
@@ -19,25 +20,11 @@ PayloadHook: TypeAlias = Callable[[JsonValue, Model], Awaitable[JsonValue] | Jso
 
 @final
 @frozen
-class Tool:
-    """A tool the model may call; `parameters` is a JSON-Schema object.
-
-    Attributes:
-        name: The name the model calls it by.
-        description: What it does, for the model.
-        parameters: The JSON Schema of its arguments (an object schema).
-
-    """
-
-    name: str
-    description: str
-    parameters: JsonObject
-
-
-@final
-@frozen
 class Context:
-    """What one model call sees: the system prompt, the transcript and the tools.
+    """pi-ai's request shorthand: a system prompt and tools beside a transcript.
+
+    `normalize_context` folds the prompt and the tools into a leading system message; the
+    providers accept either this or the `TranscriptContext` a loop hands them.
 
     Attributes:
         messages: The transcript, oldest first.
@@ -102,7 +89,7 @@ class StreamOptions:
         on_response: Called with the HTTP status and headers before the body is read.
         headers: Extra HTTP headers.
         timeout_ms: The request timeout.
-        max_retries: HTTP-level retries of the request (the SDKs' default: 2).
+        max_retries: HTTP-level retries of the request (none by default, as in Pi 1.6.0).
         max_retry_delay_ms: The longest Retry-After the transport will wait.
         metadata: Provider metadata sent with the request (e.g. a user id).
         reasoning: The provider-independent thinking level (`"low"`, `"high"`...).
@@ -141,5 +128,6 @@ __all__ = [
     "StreamOptions",
     "ThinkingBudgets",
     "Tool",
+    "ToolReference",
     "Transport",
 ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from typing import ClassVar, Literal, TypeAlias, final
 
 from attrs import field, frozen
@@ -10,6 +11,7 @@ from attrs import field, frozen
 from mule.pi._content import AssistantContent, TextContent, UserContent
 from mule.pi._json import JsonObject, JsonValue
 from mule.pi._model import ModelThinkingLevel
+from mule.pi._tool import Tool, ToolReference
 
 StopReason: TypeAlias = Literal["pending", "stop", "length", "toolUse", "error", "aborted"]
 """`"pending"` marks a partial message (the response so far); a final one has another reason."""
@@ -76,15 +78,17 @@ class Usage:
     cost: UsageCost = field(factory=UsageCost)
     cache_write_1h: int | None = None
     reasoning: int | None = None
+    # Where Pi's providers put them: OpenAI and Google write `reasoning` before the total;
+    # only Anthropic reports one-hour writes, adding `cacheWrite1h` to its usage after `cost`.
     __wire_order__ = (
         "input",
         "output",
         "cache_read",
         "cache_write",
-        "cache_write_1h",
         "reasoning",
         "total_tokens",
         "cost",
+        "cache_write_1h",
     )
 
 
@@ -254,7 +258,37 @@ class ToolResultMessage:
     )
 
 
-Message: TypeAlias = UserMessage | AssistantMessage | ToolResultMessage
+@final
+@frozen
+class SystemMessage:
+    """Instructions and tool declarations in the transcript (Pi 1.6.0's `role: "system"`).
+
+    The leading one holds the base prompt and the tools; a later one adds instructions,
+    patches named sections, or changes the tool set. Replaying them in order gives the
+    current prompt and tools (`get_current_system_prompt`, `get_current_tools`).
+
+    Attributes:
+        content: Instruction text (on the leading message: the base prompt).
+        timestamp: When it was written, in milliseconds since the epoch (0 for the initial one).
+        sections: Named prompt sections rendered after `content`; later messages replace one
+            by name, and `null` removes it.
+        tools_added: Complete declarations of tools available from this point.
+        tools_removed: Tools no longer available from this point.
+        role: Always `"system"` (the wire tag).
+
+    """
+
+    content: str | tuple[TextContent, ...]
+    timestamp: int = field(factory=now_ms, metadata={WIRE_REQUIRED: True})
+    sections: Mapping[str, str | None] | None = None
+    tools_added: tuple[Tool, ...] | None = None
+    tools_removed: tuple[ToolReference, ...] | None = None
+    role: ClassVar[Literal["system"]] = "system"
+    # Pi's key order (the interface's, and createInitialSystemMessage's).
+    __wire_order__ = ("content", "sections", "tools_added", "tools_removed", "timestamp")
+
+
+Message: TypeAlias = SystemMessage | UserMessage | AssistantMessage | ToolResultMessage
 
 
 def text_of(message: AssistantMessage | ToolResultMessage | UserMessage) -> str:
@@ -274,6 +308,7 @@ __all__ = [
     "DiagnosticError",
     "Message",
     "StopReason",
+    "SystemMessage",
     "ToolResultMessage",
     "Usage",
     "UsageCost",

@@ -15,7 +15,7 @@ from mule._fast_init import replacer
 from mule.pi._content import AssistantContent, TextContent, ThinkingContent, ToolCall
 from mule.pi._json import JsonObject
 from mule.pi._messages import ZERO_USAGE, AssistantMessage, StopReason, Usage
-from mule.pi._partial_json import parse_streaming_json
+from mule.pi._partial_json import parse_streaming_json, parse_tool_call_arguments
 
 BlockKind = Literal["text", "thinking", "toolCall"]
 _new = object.__new__
@@ -78,9 +78,9 @@ def _block(entry: _Entry) -> AssistantContent:
         return TextContent(frags.upto(n), *meta)  # type: ignore[arg-type]
     if kind == "thinking":
         return ThinkingContent(frags.upto(n), *meta)  # type: ignore[arg-type]
-    call_id, name, thought_signature, final_args = meta
+    call_id, name, thought_signature, final_args, error = meta
     args = final_args if final_args is not None else frags.arguments_upto(n)
-    return ToolCall(call_id, name, args, thought_signature)  # type: ignore[arg-type]
+    return ToolCall(call_id, name, args, thought_signature, None, error)  # type: ignore[arg-type]
 
 
 class PartialBuilder:
@@ -103,7 +103,7 @@ class PartialBuilder:
             provider=provider,
             model=model,
             usage=usage,
-            stop_reason="stop",
+            stop_reason="pending",  # until the provider says why it stopped
             timestamp=timestamp,
         )
         self._kinds: list[BlockKind] = []
@@ -119,6 +119,28 @@ class PartialBuilder:
     def set_usage(self, usage: Usage) -> None:
         """Record the usage reported so far."""
         self._head = evolve(self._head, usage=usage)
+
+    def set_stop(
+        self,
+        stop_reason: StopReason,
+        raw_stop_reason: str | None = None,
+        error_message: str | None = None,
+    ) -> None:
+        """Record the provider's stop reason as it arrives (later partials carry it).
+
+        `raw_stop_reason` is the provider's own word for it; `error_message` says why a
+        failing reason fails. None leaves a field as it was.
+        """
+        changes: dict[str, Any] = {"stop_reason": stop_reason}
+        if raw_stop_reason is not None:
+            changes["raw_stop_reason"] = raw_stop_reason
+        if error_message is not None:
+            changes["error_message"] = error_message
+        self._head = evolve(self._head, **changes)
+
+    def set_error_message(self, error_message: str | None) -> None:
+        """Set (or, with None, drop) the message's error text."""
+        self._head = evolve(self._head, error_message=error_message)
 
     def set_response(
         self, *, response_id: str | None = None, response_model: str | None = None
@@ -157,7 +179,7 @@ class PartialBuilder:
 
     def open_tool_call(self, call_id: str, name: str, thought_signature: str | None = None) -> int:
         """Open a tool-call block and return its content index."""
-        return self._open("toolCall", (call_id, name, thought_signature, None))
+        return self._open("toolCall", (call_id, name, thought_signature, None, None))
 
     def append(self, index: int, delta: str) -> None:
         """Append a text, thinking or raw-argument fragment to a block."""
@@ -191,20 +213,29 @@ class PartialBuilder:
         thought_signature: str | None = None,
     ) -> None:
         """Fill in a tool call's id, name or thought signature as they arrive."""
-        old_id, old_name, old_sig, final = self._meta[index]
+        old_id, old_name, old_sig, final, error = self._meta[index]
         self._meta[index] = (
             old_id if call_id is None else call_id,
             old_name if name is None else name,
             old_sig if thought_signature is None else thought_signature,
             final,
+            error,
         )
 
     def close_tool_call(self, index: int, arguments: JsonObject | None = None) -> ToolCall:
-        """Fix a tool call's final arguments (parsed from its fragments unless given)."""
-        call_id, name, sig, _ = self._meta[index]
-        args = parse_streaming_json(self.text(index)) if arguments is None else arguments
-        self._meta[index] = (call_id, name, sig, args)
-        return ToolCall(call_id, name, args, sig)  # type: ignore[arg-type]
+        """Fix a tool call's final arguments (parsed from its fragments unless given).
+
+        Complete text that is no JSON object leaves the arguments empty and says why in the
+        call's `arguments_error` (Pi 1.6.0); the tool's validation then fails with it.
+        """
+        call_id, name, sig, _, _ = self._meta[index]
+        error: str | None = None
+        if arguments is None:
+            args, error = parse_tool_call_arguments(self.text(index))
+        else:
+            args = arguments
+        self._meta[index] = (call_id, name, sig, args, error)
+        return ToolCall(call_id, name, args, sig, None, error)  # type: ignore[arg-type]
 
     def block(self, index: int) -> AssistantContent:
         """Return one block as it stands now."""
@@ -233,17 +264,20 @@ class PartialBuilder:
         *,
         error_message: str | None = None,
         timestamp: int | None = None,
+        duration_ms: int | None = None,
     ) -> AssistantMessage:
-        """Materialise the message with its final stop reason."""
+        """Materialise the message with its final stop reason (and how long it took)."""
         # One evolve of the head (what `snapshot().materialize()` and the changes would be).
         content = tuple(map(_block, self.snapshot()._entries))
-        if error_message is None and timestamp is None:  # every successful response
+        if error_message is None and timestamp is None and duration_ms is None:
             return _with_content_stop(self._head, content, stop_reason)
         changes: dict[str, Any] = {"content": content, "stop_reason": stop_reason}
         if error_message is not None:
             changes["error_message"] = error_message
         if timestamp is not None:
             changes["timestamp"] = timestamp
+        if duration_ms is not None:
+            changes["duration_ms"] = duration_ms
         return evolve(self._head, **changes)
 
 

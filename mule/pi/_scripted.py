@@ -12,7 +12,7 @@ import anyio
 from attrs import define, field, frozen
 
 from mule.pi._abort import AbortSignal
-from mule.pi._context import Context, StreamOptions
+from mule.pi._context import StreamOptions
 from mule.pi._events import (
     AssistantMessageEvent,
     DoneEvent,
@@ -33,6 +33,7 @@ from mule.pi._messages import ZERO_USAGE, StopReason, Usage
 from mule.pi._model import Model
 from mule.pi._partial import PartialBuilder
 from mule.pi._stream import AssistantMessageEventStream
+from mule.pi._transcript import TranscriptContext
 
 
 @final
@@ -177,11 +178,11 @@ class ScriptedModel:
     """
 
     replies: list[Reply]
-    calls: list[tuple[Model, Context, StreamOptions]] = field(factory=list)
+    calls: list[tuple[Model, TranscriptContext, StreamOptions]] = field(factory=list)
     clock: Callable[[], int] = _now_ms
 
     def __call__(
-        self, model: Model, context: Context, options: StreamOptions | None = None
+        self, model: Model, context: TranscriptContext, options: StreamOptions | None = None
     ) -> AssistantMessageEventStream:
         """Start the next scripted reply as a stream."""
         opts = options or StreamOptions()

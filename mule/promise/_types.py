@@ -22,6 +22,7 @@ from mule.pi import (
     AbortSignal,
     AssistantMessage,
     Message,
+    SystemMessage,
     Tool,
     ToolCall,
     ToolResultMessage,
@@ -94,7 +95,7 @@ def check_listener(listener: object) -> None:
         ) from None
 
 
-_MESSAGE_TYPES = (UserMessage, AssistantMessage, ToolResultMessage)
+_MESSAGE_TYPES = (UserMessage, AssistantMessage, ToolResultMessage, SystemMessage)
 
 
 def _messages(given: str | Message | Iterable[Message]) -> tuple[Message, ...]:
@@ -116,12 +117,12 @@ def _messages(given: str | Message | Iterable[Message]) -> tuple[Message, ...]:
                 raise TypeError(
                     f"messages[{i}] has type {type(m).__name__}, not a message: messages takes a"
                     " str (one user message) or a sequence of mule.pi.UserMessage,"
-                    f" AssistantMessage and ToolResultMessage{hint}"
+                    f" AssistantMessage, ToolResultMessage and SystemMessage{hint}"
                 )
         return cast(tuple[Message, ...], items)
     raise TypeError(
         f"messages has type {type(value).__name__}: it takes a str (one user message) or a"
-        " sequence of mule.pi.UserMessage, AssistantMessage and ToolResultMessage"
+        " sequence of mule.pi.UserMessage, AssistantMessage, ToolResultMessage and SystemMessage"
     )
 
 
@@ -168,7 +169,9 @@ class MuleRunInput(MuleRunSettings[OutputT]):
         get_steering_messages: Pi's steering poll (messages injected before the next model
             call).
         get_follow_up_messages: Pi's follow-up poll (messages that start another turn).
-        should_stop_after_turn: Asked after each turn; True ends the run.
+        should_stop_after_turn: The retained stop hook: asked after each completed turn's tool
+            results, before its `turn_end` (where Pi 1.6.0 calls finishTurn); True ends the
+            run. Not asked for an error or aborted turn (the run fails there).
 
     """
 

@@ -27,7 +27,6 @@ from mule.pi import (
     AbortSignal,
     AssistantMessage,
     AssistantMessageEventStream,
-    Context,
     Message,
     Model,
     RetryPolicy,
@@ -36,6 +35,7 @@ from mule.pi import (
     Tool,
     ToolCall,
     ToolResultMessage,
+    TranscriptContext,
     to_wire,
 )
 from mule.pi.scripted import Call, Reply, Text, error_reply, reply, scripted_stream
@@ -83,7 +83,7 @@ class ScenarioModel:
     failed: set[int] = field(factory=set)
 
     def __call__(
-        self, model: Model, context: Context, options: StreamOptions | None = None
+        self, model: Model, context: TranscriptContext, options: StreamOptions | None = None
     ) -> AssistantMessageEventStream:
         """Stream the reply for the turn the context is at."""
         turn = sum(1 for m in context.messages if type(m) is AssistantMessage)

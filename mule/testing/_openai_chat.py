@@ -66,6 +66,7 @@ def chat_stream(
     model: str = "gpt-fake",
     cid: str = "chatcmpl-fake",
     then: str = "done",
+    finish: bool = True,
     **options: Any,
 ) -> dict[str, Any]:
     """Build a scripted Chat Completions stream (reasoning, text, tool calls, finish, usage).
@@ -107,8 +108,9 @@ def chat_stream(
         for h, f in zip(heads, frags, strict=True):
             events.append(_chunk(cid, model, {"tool_calls": [h]}, **u))
             events.extend(_chunk(cid, model, {"tool_calls": [x]}, **u) for x in f)
-    finish = finish_reason or ("tool_calls" if calls else "stop")
-    events.append(_chunk(cid, model, {}, finish, **u))
+    if finish:  # without: the stream ends and never says why
+        reason = finish_reason or ("tool_calls" if calls else "stop")
+        events.append(_chunk(cid, model, {}, reason, **u))
     if usage is not None:
         events.append(
             {

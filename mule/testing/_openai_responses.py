@@ -44,6 +44,7 @@ def responses_stream(
     message_id: str = "msg_fake",
     phase: str | None = None,
     terminal: bool = True,
+    incomplete_reason: str | None = None,
     **options: Any,
 ) -> dict[str, Any]:
     """Build a scripted Responses API stream: reasoning summary, message, function calls.
@@ -192,6 +193,8 @@ def responses_stream(
             "output": output,
             "usage": dict(usage) if usage else None,
         }
+        if incomplete_reason is not None:
+            final["incomplete_details"] = {"reason": incomplete_reason}
         kind = "response.incomplete" if status == "incomplete" else "response.completed"
         if status == "failed":
             kind = "response.failed"

@@ -23,6 +23,7 @@ from mule.pi import (
     ModelCostTier,
     StartEvent,
     StopReason,
+    SystemMessage,
     TextContent,
     TextDeltaEvent,
     TextEndEvent,
@@ -37,7 +38,9 @@ from mule.pi import (
     ToolCallDeltaEvent,
     ToolCallEndEvent,
     ToolCallStartEvent,
+    ToolReference,
     ToolResultMessage,
+    TranscriptContext,
     Usage,
     UsageCost,
     UserContent,
@@ -205,9 +208,29 @@ def tool_result_messages() -> Strategy[ToolResultMessage]:
     )
 
 
+def system_messages() -> Strategy[SystemMessage]:
+    """Draw a system message: text or text blocks, maybe sections and tool changes."""
+    blocks = st.lists(text_contents(), max_size=MAX_BLOCKS).map(tuple)
+    sections = st.dictionaries(ids(), st.none() | texts(), min_size=1, max_size=3)
+    return st.builds(
+        SystemMessage,
+        content=texts() | blocks,
+        timestamp=timestamps(),
+        sections=st.none() | sections,
+        tools_added=st.none() | st.lists(tools(), min_size=1, max_size=2).map(tuple),
+        tools_removed=st.none()
+        | st.lists(st.builds(ToolReference, ids()), min_size=1, max_size=2).map(tuple),
+    )
+
+
 def messages() -> Strategy[Message]:
-    """Draw any message: user, assistant or tool result."""
-    return user_messages() | assistant_messages() | tool_result_messages()
+    """Draw any message: system, user, assistant or tool result."""
+    return system_messages() | user_messages() | assistant_messages() | tool_result_messages()
+
+
+def transcript_contexts() -> Strategy[TranscriptContext]:
+    """Draw a transcript context (Pi 1.6.0): messages, system messages among them."""
+    return st.builds(TranscriptContext, st.lists(messages(), max_size=4).map(tuple))
 
 
 # ---------------------------------------------------------------------- model and context

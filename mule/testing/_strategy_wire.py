@@ -110,10 +110,11 @@ def usage_json(draw: st.DrawFn) -> Wire:
         cost["totalFromProvider"] = from_provider
     usage: Wire = {"input": n[0], "output": n[1], "cacheRead": n[2], "cacheWrite": n[3]}
     if draw(st.booleans()):
-        usage["cacheWrite1h"] = draw(st.integers(0, n[3]))
-    if draw(st.booleans()):
         usage["reasoning"] = draw(st.integers(0, n[1]))
-    return {**usage, "totalTokens": sum(n), "cost": cost}
+    usage |= {"totalTokens": sum(n), "cost": cost}
+    if draw(st.booleans()):  # Anthropic's, after the cost
+        usage["cacheWrite1h"] = draw(st.integers(0, n[3]))
+    return usage
 
 
 def diagnostic_json() -> Strategy[Wire]:
@@ -215,9 +216,38 @@ def tool_result_message_json() -> Strategy[Wire]:
     )
 
 
+@st.composite
+def system_message_json(draw: st.DrawFn) -> Wire:
+    """Draw wire JSON of a system message (Pi 1.6.0), in createInitialSystemMessage's order."""
+    out: dict[str, Any] = {
+        "role": "system",
+        "content": draw(texts() | st.lists(text_content_json(), max_size=MAX_BLOCKS)),
+    }
+    optional = {
+        "sections": st.dictionaries(ids(), st.none() | texts(), min_size=1, max_size=3),
+        "toolsAdded": st.lists(tool_json(), min_size=1, max_size=2),
+        "toolsRemoved": st.lists(_obj({"name": ids()}), min_size=1, max_size=2),
+    }
+    for key, values in optional.items():
+        if draw(st.booleans()):
+            out[key] = draw(values)
+    out["timestamp"] = draw(timestamps())
+    return out
+
+
 def message_json() -> Strategy[Wire]:
     """Draw wire JSON of any message."""
-    return user_message_json() | assistant_message_json() | tool_result_message_json()
+    return (
+        system_message_json()
+        | user_message_json()
+        | assistant_message_json()
+        | tool_result_message_json()
+    )
+
+
+def transcript_context_json() -> Strategy[Wire]:
+    """Draw wire JSON of a transcript context (Pi 1.6.0's `{messages}`)."""
+    return _obj({"messages": st.lists(message_json(), max_size=4)})
 
 
 def model_json() -> Strategy[Wire]:

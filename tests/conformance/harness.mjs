@@ -1,4 +1,4 @@
-// Runs conformance scenarios through the real pi-agent-core 0.73.1 loop (runAgentLoopContinue).
+// Runs conformance scenarios through the real pi-agent-core 1.6.0 loop (runAgentLoopContinue).
 //
 // Protocol: one scenario (JSON, see tests/conformance/scenario.py) per stdin line. For each, one
 // JSON line per Pi event (projected at emit time, because Pi's partials are shallow copies that
@@ -8,7 +8,7 @@
 // The packages are resolved from the repository's node/node_modules (what `npm ci` installs).
 import { createInterface } from "node:readline";
 
-const NODE_MODULES = new URL("../../node/legacy/node_modules/@mariozechner/", import.meta.url);
+const NODE_MODULES = new URL("../../node/node_modules/@earendil-works/", import.meta.url);
 const core = await import(new URL("pi-agent-core/dist/index.js", NODE_MODULES).href);
 const ai = await import(new URL("pi-ai/dist/index.js", NODE_MODULES).href);
 // mule's tool gate follows pi-ai 1.6.0 (pi-schema); until this harness runs 1.6.0's loop, each tool
@@ -39,7 +39,7 @@ const ZERO_USAGE = {
   cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, total: 0 },
 };
 // Fields that carry no loop semantics (clocks, model ids, usage) and are left out of projections.
-const DROPPED = new Set(["timestamp", "usage", "api", "provider", "model", "partial"]);
+const DROPPED = new Set(["timestamp", "usage", "api", "provider", "model", "partial", "durationMs"]);
 
 /** A JSON projection of a Pi value: undefined dropped, volatile fields removed, deep copy. */
 function strip(value) {
@@ -114,7 +114,7 @@ function playReply(reply, hung) {
     provider: MODEL.provider,
     model: MODEL.id,
     usage: ZERO_USAGE,
-    stopReason: "stop",
+    stopReason: "pending", // 1.6.0: a partial is "pending" until the response ends
     timestamp: Date.now(),
   });
   const snapshot = () => ({ ...head(), content: structuredClone(content) });
@@ -269,6 +269,12 @@ function answers(list, fallback, name, seen, raised) {
   };
 }
 
+/** finishTurn from a boolean stop hook: true ends the run, false leaves Pi's scheduling alone. */
+function stopHook(hook) {
+  if (hook === undefined) return undefined;
+  return async (turn) => ((await hook(turn)) === true ? { action: "end" } : undefined);
+}
+
 async function runScenario(sc, out) {
   const plans = sc.calls ?? {};
   const slots = makeSlots(plans);
@@ -293,11 +299,12 @@ async function runScenario(sc, out) {
     markHung = () => setTimeout(() => resolve("hang"), 100);
   });
   const streamFn = (model, context, options) => {
+    // 1.6.0 hands the stream function a TranscriptContext: the prompt and tools are in it.
     out({
       t: "model_call",
       messages: strip(context.messages),
-      tools: (context.tools ?? []).map((t) => t.name),
-      systemPrompt: context.systemPrompt,
+      tools: ai.getCurrentTools(context.messages).map((t) => t.name),
+      systemPrompt: ai.getCurrentSystemPrompt(context.messages),
       apiKey: options.apiKey ?? null,
     });
     const reply = replies.shift();
@@ -308,30 +315,40 @@ async function runScenario(sc, out) {
   const config = {
     model: MODEL,
     convertToLlm: (messages) =>
-      messages.filter((m) => m.role === "user" || m.role === "assistant" || m.role === "toolResult"),
+      messages.filter(
+        (m) => m.role === "system" || m.role === "user" || m.role === "assistant" || m.role === "toolResult",
+      ),
     toolExecution: sc.toolExecution ?? "parallel",
     beforeToolCall: async ({ toolCall }) => {
       const plan = plans[toolCall.id] ?? {};
       if (plan.prepareRaises !== undefined) throw new Error(plan.prepareRaises);
-      if (plan.reject !== undefined) return { block: true, reason: plan.reject };
+      if (plan.reject !== undefined) {
+        // 1.6.0: a block may ask to end the batch (terminate), as mule's rejection may.
+        const block = { block: true, reason: plan.reject };
+        if (plan.rejectTerminate !== undefined) block.terminate = plan.rejectTerminate;
+        return block;
+      }
       return undefined;
     },
-    // 0.73.1's execute cannot report isError on a returned result; afterToolCall can.
+    // isError through afterToolCall keeps the returned result free of an extra key.
     afterToolCall: async ({ toolCall }) => {
       const plan = plans[toolCall.id] ?? {};
       return plan.result?.isError ? { isError: true } : undefined;
     },
     getSteeringMessages: answers(sc.steering, [], "steering", seen, raised),
     getFollowUpMessages: answers(sc.followUp, [], "followUp", seen, raised),
-    shouldStopAfterTurn: answers(sc.stop, false, "stop", seen, raised),
+    // mule's retained boolean stop hook in finishTurn's place: true ends the run.
+    finishTurn: stopHook(answers(sc.stop, false, "stop", seen, raised)),
     getApiKey: answers(sc.keys, undefined, "key", seen, raised),
     apiKey: sc.apiKey,
   };
-  const context = {
-    systemPrompt: sc.systemPrompt ?? "You are a test.",
-    messages: structuredClone(sc.messages),
-    tools: (sc.tools ?? []).map((t) => makeTool(t, plans, slots)),
-  };
+  const tools = (sc.tools ?? []).map((t) => makeTool(t, plans, slots));
+  // mule's input is the Agent's: a system prompt, a transcript and tools. As the Agent's state
+  // does, a transcript that does not open with a system message gets the initial one.
+  const messages = structuredClone(sc.messages);
+  const initial = ai.createInitialSystemMessage(sc.systemPrompt ?? "You are a test.", tools.map(ai.toToolDeclaration));
+  if (messages.length > 0 && messages[0].role !== "system" && initial) messages.unshift(initial);
+  const context = { messages, tools };
   const failOn = sc.listenerRaises;
   const abortOn = sc.abortOn;
   const controller = new AbortController();
@@ -340,7 +357,7 @@ async function runScenario(sc, out) {
   const emit = async (event) => {
     out(project(event));
     slots.onEvent(event);
-    // 0.73.1's loop never checks the signal; the scripted stream and tools ignore it too.
+    // The scripted stream and tools ignore the signal; 1.6.0's loop checks it before a tool runs.
     if (abortOn && event.type === abortOn.t && ++abortSeen === (abortOn.nth ?? 1)) {
       out({ t: "aborted_here" });
       controller.abort();
@@ -352,6 +369,8 @@ async function runScenario(sc, out) {
   };
   let end;
   try {
+    // The Agent's continue() check: a transcript of system messages alone has nothing to answer.
+    if (messages.every((m) => m.role === "system")) throw new Error("Cannot continue: no messages in context");
     const loop = core
       .runAgentLoopContinue(context, config, emit, controller.signal, streamFn)
       .then((messages) => ({ kind: "returned", messages: strip(messages) }));

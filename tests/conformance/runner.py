@@ -3,7 +3,7 @@
 Both sides are projected onto the same Pi-level JSON events (see `harness.mjs`): Pi's event
 types and order, messages without clocks/usage/model ids, tool-call ids, isError, texts, plus
 `model_call` (each stream-function call with its context) and `hook` (each steering /
-follow-up / stop-hook call). Where mule deliberately differs from Pi 0.73.1, `DIVERGENCES`
+follow-up / stop-hook call). Where mule deliberately differs from Pi 1.6.0, `DIVERGENCES`
 (the one normalisation table) rewrites Pi's observation into what mule must emit instead.
 """
 
@@ -53,7 +53,13 @@ from mule.effects._tools import (
     MuleToolRejection,
     MuleToolResult,
 )
-from mule.pi import AbortController, AbortError, AbortSignal
+from mule.pi import (
+    AbortController,
+    AbortError,
+    AbortSignal,
+    get_current_system_prompt,
+    get_current_tools,
+)
 from mule.pi._codec import from_wire, to_wire
 from mule.pi._content import TextContent, ToolCall
 from mule.pi._context import StreamOptions, Tool
@@ -74,13 +80,13 @@ ROOTS: tuple[Root, ...] = ("effects", "promise")
 
 REPO = Path(__file__).resolve().parents[2]
 HARNESS = Path(__file__).with_name("harness.mjs")
-HAVE_PI = (REPO / "node" / "legacy" / "node_modules" / "@mariozechner" / "pi-agent-core").is_dir()
+HAVE_PI = (REPO / "node" / "node_modules" / "@earendil-works" / "pi-agent-core").is_dir()
 MODEL = Model(
     id="scripted-1", name="Scripted", api="scripted-api", provider="scripted", base_url=""
 )
 SYSTEM = "You are a test."
 # Same fields as harness.mjs's DROPPED: no loop semantics (clocks, model ids, usage).
-DROPPED = frozenset({"timestamp", "usage", "api", "provider", "model", "partial"})
+DROPPED = frozenset({"timestamp", "usage", "api", "provider", "model", "partial", "durationMs"})
 
 
 def strip(value: Any) -> Any:
@@ -91,7 +97,12 @@ def strip(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [strip(v) for v in value]
     if isinstance(value, dict):
-        return {k: strip(v) for k, v in value.items() if k not in DROPPED}
+        out = {k: strip(v) for k, v in value.items() if k not in DROPPED}
+        if out.get("stopReason") == "pending":
+            # A partial: Pi 0.73.1 (this suite's reference) says "stop" where 1.6.0, and mule
+            # now, say "pending". Compared in 0.73.1's word until the suite runs on 1.6.0.
+            out["stopReason"] = "stop"
+        return out
     return value
 
 
@@ -189,7 +200,7 @@ _LATE = TextDeltaEvent(
         provider=MODEL.provider,
         model=MODEL.id,
         usage=ZERO_USAGE,
-        stop_reason="stop",
+        stop_reason="pending",
         timestamp=0,
     ),
 )
@@ -385,7 +396,7 @@ async def _run_effects(sc: Scenario, out: MuleRun) -> Result[MuleRunOutcome, Mul
         if "prepareRaises" in plan:
             raise ToolRaised(plan["prepareRaises"])
         if "reject" in plan:
-            return Success(MuleToolRejection(plan["reject"]))
+            return Success(MuleToolRejection(plan["reject"], plan.get("rejectTerminate")))
 
         async def execute(
             _signal: AbortSignal,
@@ -451,7 +462,7 @@ async def _run_promise(sc: Scenario, out: MuleRun) -> Result[MuleRunOutcome, Mul
             if "prepareRaises" in plan:
                 raise ToolRaised(plan["prepareRaises"])
             if "reject" in plan:
-                return MuleToolRejection(plan["reject"])
+                return MuleToolRejection(plan["reject"], plan.get("rejectTerminate"))
             return PromisePrepared(lambda _signal: side.parts(call))
 
         return PromiseTool(
@@ -527,8 +538,8 @@ def _attach_prompts(out: MuleRun, model: ScriptedModel) -> None:
             _, context, options = next(calls)
             obs["apiKey"] = options.api_key
             obs["messages"] = wire(context.messages)
-            obs["tools"] = [t.name for t in context.tools or ()]
-            obs["systemPrompt"] = context.system_prompt
+            obs["tools"] = [t.name for t in get_current_tools(context.messages)]
+            obs["systemPrompt"] = get_current_system_prompt(context.messages)
 
 
 def _result(r: MuleToolResult) -> Obs:
@@ -617,7 +628,7 @@ Rewrite: TypeAlias = Callable[[Scenario, list[Obs], Obs], tuple[list[Obs], Obs] 
 
 @frozen
 class Divergence:
-    """A deliberate difference from Pi 0.73.1.
+    """A deliberate difference from Pi 1.6.0.
 
     `rewrite` turns Pi's observation into what mule must emit instead (None: does not apply);
     `adjust` rewrites a value inside Pi's events (a difference that does not end the run).
@@ -730,6 +741,36 @@ def _empty_rejection(sc: Scenario, value: Any) -> Any:
     return value
 
 
+def _failed_turn_hook(obs: Obs) -> bool:
+    return (
+        obs.get("t") == "hook"
+        and obs.get("name") == "stop"
+        and obs["m"].get("stopReason") in ("error", "aborted")
+    )
+
+
+def _stop_hook_on_failed_turn(sc: Scenario, value: Any) -> Any:
+    """Drop the stop-hook calls Pi 1.6.0 makes for error/aborted turns (mule does not ask).
+
+    A trailing one is kept: the hook raised there, which `_stop_hook_raised` rewrites.
+    """
+    if not isinstance(value, list):
+        return value
+    return [obs for i, obs in enumerate(value) if i == len(value) - 1 or not _failed_turn_hook(obs)]
+
+
+def _stop_hook_raised(sc: Scenario, events: list[Obs], end: Obs) -> tuple[list[Obs], Obs] | None:
+    """Pi's finishTurn raised on a failed turn; mule never asked it, so the turn fails (A4)."""
+    if end["kind"] != "raised" or not events or not _failed_turn_hook(events[-1]):
+        return None
+    message = events[-1]["m"]
+    turn_end = {"t": "turn_end", "m": message, "results": []}
+    return (
+        [*events[:-1], turn_end, _failed("model")],
+        {"kind": "failed", "phase": "model", "cause": message},
+    )
+
+
 def _failed(phase: str) -> Obs:
     return {"t": "run_end", "outcome": "failed", "phase": phase}
 
@@ -740,14 +781,15 @@ def _failed(phase: str) -> Obs:
 DIVERGENCES: tuple[Divergence, ...] = (
     Divergence(
         "§5.1 duplicate tools",
-        "duplicate tool names are a MuleError(control) before run_start; Pi silently uses the"
-        " first tool of that name",
+        "duplicate tool names are a MuleError(control) before run_start; Pi 1.6.0 runs the first"
+        " tool of that name while the model sees the last one's declaration (dedupe by name)",
         _duplicate_tools,
     ),
     Divergence(
         "A9",
-        "cancellation: 0.73.1's loop never checks the signal and runs on; once the run's signal"
-        " aborts, mule emits nothing but run_end(cancelled)",
+        "cancellation: 1.6.0's loop checks the signal only before a tool (calls not yet run get"
+        " 'Operation aborted' results) and runs on; once the run's signal aborts, mule emits"
+        " nothing but run_end(cancelled), and calls not yet run never run",
         _a9,
     ),
     Divergence(
@@ -775,6 +817,13 @@ DIVERGENCES: tuple[Divergence, ...] = (
         _listener,
     ),
     Divergence(
+        "stop hook raised on a failed turn",
+        "Pi 1.6.0's finishTurn raised on an error/aborted turn (its throw escapes the loop);"
+        " mule does not ask the stop hook there: turn_end, then run_end(failed) with"
+        " MuleError(model) as for any failed turn (A4/A19)",
+        _stop_hook_raised,
+    ),
+    Divergence(
         "A16 (+§5.7 control)",
         "a raise escaping Pi's loop (stream function, or a steering/follow-up/stop hook) ends"
         " mule's run with run_end(failed) and MuleError(model) or MuleError(control)",
@@ -786,8 +835,15 @@ DIVERGENCES: tuple[Divergence, ...] = (
         _a15,
     ),
     Divergence(
+        "stop hook on failed turns",
+        "the retained stop hook is asked for completed turns only; Pi 1.6.0 also calls"
+        " finishTurn for an error/aborted turn and ignores its answer, where mule's run fails"
+        " (A4/A19), so there is nothing to decide",
+        adjust=_stop_hook_on_failed_turn,
+    ),
+    Divergence(
         "§5.4 rejection text",
-        "a rejection's message is the error text as given; Pi 0.73.1 replaces an empty block"
+        "a rejection's message is the error text as given; Pi 1.6.0 replaces an empty block"
         " reason with 'Tool execution was blocked' (mule's rejection is not Pi's block: the"
         " seed makes its message the result text)",
         adjust=_empty_rejection,

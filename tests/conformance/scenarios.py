@@ -1,15 +1,17 @@
-"""Hand-written conformance scenarios: digest section 6, where Pi 0.73.1 can express it.
+"""Hand-written conformance scenarios: digest section 6 and Pi 1.6.0's loop changes.
 
 A scenario is plain JSON (so the Node harness reads the very same value):
 
-- `messages`: the initial context (wire messages); `systemPrompt` (optional).
+- `messages`: the initial context (wire messages, system messages included); `systemPrompt`
+  (optional): unless `messages` opens with a system message, both sides open the transcript
+  with the initial one (the prompt and the tools), as Pi's Agent does.
 - `tools`: `[{name, parameters?, executionMode?}]`; `toolExecution`: "parallel" | "sequential".
 - `replies`: one per model call: `{blocks, stopReason?, errorMessage?, start?, raises?,
   noTerminal?, beforeStart?, trailing?}`; a block is `{type: "text"|"thinking", deltas}` or
   `{type: "toolCall", id, name, arguments, pieces?}`.
-- `calls`: per tool-call id: `{reject?, prepareRaises?, steps?, raises?, result?: {text?,
-  isError?, details?, terminate?}}`; a step is `{sleep: ms}`, `{update: text}` or
-  `{wait: slot}` (wait until every lower slot's tool event is out: see harness.mjs).
+- `calls`: per tool-call id: `{reject?, rejectTerminate?, prepareRaises?, steps?, raises?,
+  result?: {text?, isError?, details?, terminate?}}`; a step is `{sleep: ms}`, `{update: text}`
+  or `{wait: slot}` (wait until every lower slot's tool event is out: see harness.mjs).
 - `steering`, `followUp`: planned hook answers (lists of messages, or `{raises}`), then `[]`;
   `stop`: planned booleans (or `{raises}`), then false; `keys`: planned getApiKey answers,
   then null; `apiKey`: the options' key. Absent = no hook.
@@ -72,6 +74,19 @@ def after(ms: int, **result: Any) -> dict[str, Any]:
 def at_slot(k: int, **result: Any) -> dict[str, Any]:
     """Return a call plan that returns `result` once every lower slot's event is out."""
     return {"steps": [{"wait": k}], "result": result}
+
+
+def declared(name: str) -> dict[str, Any]:
+    """Return a tool's declaration as the scenario tools declare it (see harness.mjs)."""
+    return {"name": name, "description": f"the {name} tool", "parameters": {"type": "object"}}
+
+
+def system(content: str, added: list[str] | None = None) -> dict[str, Any]:
+    """Return a system message (Pi 1.6.0), declaring `added` tools if given."""
+    m: dict[str, Any] = {"role": "system", "content": content, "timestamp": 1}
+    if added:
+        m["toolsAdded"] = [declared(n) for n in added]
+    return m
 
 
 def scenario(**fields: Any) -> Scenario:
@@ -377,7 +392,7 @@ SCENARIOS: dict[str, Scenario] = {
             "c3": at_slot(3, details={"k": "v"}),
         },
     ),
-    "x_length_with_calls_runs_them": scenario(
+    "x_length_with_calls_runs_none": scenario(
         tools=tools("A"),
         replies=[reply(call("c1", "A", {"q": "tr"}), stopReason="length"), DONE],
         calls={"c1": after(5)},
@@ -396,6 +411,100 @@ SCENARIOS: dict[str, Scenario] = {
     ),
     "x_follow_up_hook_raises": scenario(replies=[DONE], followUp=[{"raises": "queue broke"}]),
     "x_stop_hook_raises": scenario(replies=[DONE], stop=[{"raises": "hook broke"}]),
+    # Pi 1.6.0 asks finishTurn on a failed turn too; mule does not ask its stop hook there.
+    "v16_stop_hook_raises_on_error_turn": scenario(
+        replies=[reply(text("x"), stopReason="error", errorMessage="boom")],
+        stop=[{"raises": "hook broke"}],
+    ),
+    # -- Pi 1.6.0 -------------------------------------------------------------------------------
+    # The second steering poll: empty after turn 1, so Pi asks again before turn 2, and the
+    # message queued for that poll lands in turn 2 (0.73.1: in turn 3).
+    "v16_second_steering_poll": scenario(
+        tools=tools("A"),
+        replies=[reply(call("c1", "A")), reply(call("c2", "A")), DONE],
+        calls={"c1": after(1), "c2": after(1)},
+        steering=[[], [], [user("u")], [], []],
+    ),
+    "v16_second_steering_poll_then_follow_up": scenario(
+        tools=tools("A"),
+        replies=[reply(call("c1", "A")), reply(text("x")), DONE],
+        calls={"c1": after(1)},
+        steering=[[], [], []],
+        followUp=[[user("f")]],
+    ),
+    "v16_length_two_calls_parallel": scenario(
+        tools=tools("A", "B"),
+        replies=[
+            reply(text("cut"), call("c1", "A", {"q": 1}), call("c2", "B"), stopReason="length"),
+            DONE,
+        ],
+        calls={"c1": after(1), "c2": after(1)},
+        stop=[False, False],
+    ),
+    # 1.6.0: a block may carry terminate; it counts towards the batch's terminate (A1).
+    "v16_rejection_terminates": scenario(
+        tools=tools("A"),
+        replies=[reply(call("c1", "A"), call("c2", "A")), DONE],
+        calls={"c1": {"reject": "no", "rejectTerminate": True}, "c2": after(1, terminate=True)},
+    ),
+    "v16_rejection_terminate_false": scenario(
+        tools=tools("A"),
+        replies=[reply(call("c1", "A"), call("c2", "A")), DONE],
+        calls={"c1": {"reject": "no", "rejectTerminate": False}, "c2": after(1, terminate=True)},
+    ),
+    "v16_length_unknown_tool": scenario(
+        tools=tools("A"),
+        replies=[reply(call("c1", "U"), stopReason="length"), DONE],
+    ),
+    "v16_abort_mid_sequential_batch": scenario(
+        tools=tools("A"),
+        toolExecution="sequential",
+        replies=[reply(call("c1", "A"), call("c2", "A")), DONE],
+        calls={"c1": {"steps": [{"update": "u"}, {"sleep": 2}]}, "c2": after(1)},
+        abortOn={"t": "tool_execution_update"},
+    ),
+    # Transcripts that open with their own system message: Pi declares the run's tools in a
+    # new system message (message_start/end, among the new messages) before the first call.
+    "v16_system_message_without_tools": scenario(
+        messages=[system("Base."), user("go")],
+        tools=tools("A"),
+        replies=[reply(call("c1", "A")), DONE],
+        calls={"c1": after(1)},
+    ),
+    "v16_system_message_declares_other_tools": scenario(
+        messages=[system("Base.", added=["B", "A"]), user("go")],
+        tools=tools("A", "C"),
+        replies=[DONE],
+    ),
+    "v16_system_message_same_tools": scenario(
+        messages=[system("Base.", added=["A"]), user("go")],
+        tools=tools("A"),
+        replies=[DONE],
+    ),
+    "v16_system_sections_and_later_text": scenario(
+        messages=[
+            {**system(""), "sections": {"a": "<a>one</a>", "b": "<b>two</b>"}},
+            user("go"),
+            {**system("Later."), "sections": {"a": None}},
+        ],
+        replies=[DONE],
+    ),
+    "v16_no_prompt_no_tools": scenario(systemPrompt="", replies=[DONE]),
+    "v16_no_prompt_with_tools": scenario(
+        systemPrompt="", tools=tools("A"), replies=[reply(call("c1", "A")), DONE]
+    ),
+    # A queued system message's own tool fields are intent: Pi replaces them with the
+    # difference to the run's tools (here none, so they go).
+    "v16_steering_system_message": scenario(
+        tools=tools("A"),
+        replies=[reply(text("a")), DONE],
+        steering=[[], [system("Be brief.", added=["X"]), user("u")], []],
+    ),
+    "v16_follow_up_system_message_only": scenario(
+        tools=tools("A"),
+        replies=[reply(text("a")), DONE],
+        followUp=[[system("Now also this.")]],
+    ),
     "x_context_ends_with_tool_result": scenario(
         messages=[
             user("go"),
@@ -412,4 +521,15 @@ SCENARIOS: dict[str, Scenario] = {
     ),
 }
 
-__all__ = ["NUMBER_N", "SCENARIOS", "call", "reply", "scenario", "text", "thinking", "user"]
+__all__ = [
+    "NUMBER_N",
+    "SCENARIOS",
+    "call",
+    "declared",
+    "reply",
+    "scenario",
+    "system",
+    "text",
+    "thinking",
+    "user",
+]

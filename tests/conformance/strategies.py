@@ -19,7 +19,7 @@ from typing import Any
 from hypothesis import strategies as st
 
 from tests.conformance.runner import Scenario
-from tests.conformance.scenarios import NUMBER_N
+from tests.conformance.scenarios import NUMBER_N, system
 
 TOOL_NAMES = ("A", "B", "C")
 
@@ -62,17 +62,31 @@ _BLOCKS_USER = {
     "content": [{"type": "text", "text": "look"}, {"type": "text", "text": "twice"}],
     "timestamp": 1,
 }
-# Starting contexts Pi's continue rules accept (the last message is not an assistant's).
+_GO = {"role": "user", "content": "go", "timestamp": 1}
+# Starting contexts Pi's continue rules accept (the last message is not an assistant's). Pi
+# 1.6.0: one that opens with its own system message keeps it, and gets the run's tools
+# declared by a new one when it declares others (or none).
 _contexts = st.sampled_from(
     [
-        [{"role": "user", "content": "go", "timestamp": 1}],
+        [_GO],
         [_BLOCKS_USER],
-        [{"role": "user", "content": "go", "timestamp": 1}, _ASSISTANT, _RESULT],
+        [_GO, _ASSISTANT, _RESULT],
         [_RESULT],
+        [system("Base."), _GO],
+        [system("Base.", added=["A"]), _GO],
+        [system("", added=["B", "Z"]), _GO, _ASSISTANT, _RESULT],
+        [system("Base."), _GO, system("Later.", added=["A"])],
     ]
 )
-# Injected messages are usually user messages; Pi injects whatever the queue returns.
-_injected = st.one_of(*[_user] * 8, st.just(_RESULT), st.just(_BLOCKS_USER))
+# Injected messages are usually user messages; Pi injects whatever the queue returns
+# (system messages too: their tool fields are replaced by what the run's tools need).
+_injected = st.one_of(
+    *[_user] * 8,
+    st.just(_RESULT),
+    st.just(_BLOCKS_USER),
+    st.just(system("Be brief.")),
+    st.just(system("", added=["Z"])),
+)
 _batch = st.lists(_injected, min_size=0, max_size=2)
 # A rare raise (Hypothesis favours edge branches of one_of, so pick it by an inner value).
 _hook_answer = st.tuples(st.integers(0, 40), _batch).map(
@@ -113,6 +127,8 @@ def _plan(draw: st.DrawFn, updates: int) -> dict[str, Any]:
     plan: dict[str, Any] = {}
     if kind == "reject":
         plan["reject"] = draw(st.sampled_from(["denied", "not allowed here", ""]))
+        if draw(st.integers(0, 2)) == 0:
+            plan["rejectTerminate"] = draw(st.booleans())
     elif kind == "prepareRaises":
         plan["prepareRaises"] = "prepare broke"
     elif kind == "raises":
@@ -197,7 +213,7 @@ def scenarios(draw: st.DrawFn) -> Scenario:
             )
         )
         if ending in ("length", "stop", "toolUse"):
-            # Pi runs the calls of any non-error response, whatever its stop reason says.
+            # Pi runs the calls of any non-error response but a `length` one (1.6.0: none run).
             r["stopReason"] = ending
         elif ending in ("error", "error0", "aborted"):
             r["stopReason"] = "aborted" if ending == "aborted" else "error"
@@ -213,6 +229,7 @@ def scenarios(draw: st.DrawFn) -> Scenario:
         del plan["updates"]
 
     sc: Scenario = {
+        "systemPrompt": draw(st.sampled_from(["You are a test.", "You are a test.", ""])),
         "messages": draw(_contexts),
         "tools": tools,
         "replies": replies,

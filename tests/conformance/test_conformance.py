@@ -1,4 +1,4 @@
-"""Differential conformance: mule's loop against the real pi-agent-core 0.73.1 loop.
+"""Differential conformance: mule's loop against the real pi-agent-core 1.6.0 loop.
 
 Each scenario runs through Pi's `runAgentLoopContinue` (tests/conformance/harness.mjs, one Node
 process for the whole module) and through mule on both roots; the projections must be equal

@@ -5,8 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from attrs import evolve
 
 from mule.effects import INTERRUPTED_UNSAFE, MuleResume
+from mule.effects._batch import truncated_call_text
 from mule.effects._events import MessageStart, ToolExecutionStart, TurnEnd, TurnStart
 from mule.effects._tools import (
     MuleToolCheckpoint,
@@ -15,6 +17,7 @@ from mule.effects._tools import (
     ToolPending,
     ToolStarted,
 )
+from mule.pi import without_system_messages
 from mule.pi._content import TextContent, ToolCall
 from mule.pi._messages import ToolResultMessage
 from mule.pi._scripted import reply
@@ -139,9 +142,17 @@ async def test_s38_resume_mixed_checkpoints(root: Root) -> None:
     assert len(out.messages) == 5
     assert text_of(out.message) == "all done"
     # The next prompt holds the input, the resumed message and all five results.
-    assert model.calls[0][1].messages == (FIRST, RESUMED, r1, r2, r3, r4, r5)
+    assert without_system_messages(model.calls[0][1].messages) == (
+        FIRST,
+        RESUMED,
+        r1,
+        r2,
+        r3,
+        r4,
+        r5,
+    )
     # A17: no initial steering poll; the first poll follows the resumed turn_end.
-    assert steering.calls == 2
+    assert steering.calls == 3  # after each turn, and once more before the second (Pi 1.6.0)
 
 
 async def test_s38_resume_identities(root: Root) -> None:
@@ -270,7 +281,7 @@ async def test_resume_without_calls_then_follow_up(root: Root) -> None:
     )
     ran = await run_root(root, inp)
     assert ran.proj[:8] == ["RS", "TS", "TE()", "TS", "MS(u:and?)", "ME(u:and?)", "MP(1)", "MS"]
-    assert model.calls[0][1].messages[:2] == (FIRST, final)
+    assert without_system_messages(model.calls[0][1].messages)[:2] == (FIRST, final)
 
 
 # -- control errors (section 5.5) ------------------------------------------------------------------
@@ -321,3 +332,20 @@ async def test_resume_with_no_prior_messages_is_allowed(root: Root) -> None:
     final = assistant(TextContent("finished"))
     ran = await run_root(root, make_input(model_of(), messages=(), resume=MuleResume(final)))
     assert ran.ok.status == "completed"
+
+
+async def test_resume_of_a_length_stopped_turn_runs_none_of_its_calls(root: Root) -> None:
+    """1.6.0: a recovered `length` turn's calls never run; committed results stand."""
+    journal = Journal()
+    cut = evolve(RESUMED, stop_reason="length")
+    inp = resume_input(journal, (ToolCompleted(CALLS[0], done(1), committed(1)),))
+    inp = evolve(inp, resume=MuleResume(cut, inp.resume.tools))
+    ran = await run_root(root, inp)
+    assert journal.of("prepare") == journal.of("execute") == []
+    te = of_type(ran.events, TurnEnd)[0]
+    assert te.tool_results[0] == committed(1)  # reused
+    rest = te.tool_results[1:]
+    assert [r.tool_call_id for r in rest] == ["c2", "c3", "c4", "c5"]
+    assert all(r.is_error for r in rest)
+    assert [text_of(r) for r in rest] == [truncated_call_text(c.name) for c in CALLS[1:]]
+    assert ran.ok.message.content == (TextContent("all done"),)

@@ -12,12 +12,13 @@ from returns.result import Failure, Result
 from mule.effects._errors import MuleError
 from mule.effects._events import MessageEnd, MessageStart, MessageUpdate, ModelPrompt
 from mule.pi import AbortSignal
-from mule.pi._context import Context, StreamOptions
+from mule.pi._context import StreamOptions
 from mule.pi._messages import AssistantMessage
 from mule.pi._model import Model
 from mule.pi._retry import RetryPolicy
 from mule.pi._scripted import Reply, ScriptedModel, Text, error_reply, reply
 from mule.pi._stream import AssistantMessageEventStream
+from mule.pi._transcript import TranscriptContext
 from tests.core.kit import (
     MODEL,
     KeyHook,
@@ -260,7 +261,9 @@ async def test_s28_idle_covers_a_slow_stream_function(root: Root) -> None:
     """An async stream function that does not return in time also trips the watchdog."""
     entered = anyio.Event()
 
-    async def slow(model: Model, ctx: Context, opts: StreamOptions) -> AssistantMessageEventStream:
+    async def slow(
+        model: Model, ctx: TranscriptContext, opts: StreamOptions
+    ) -> AssistantMessageEventStream:
         entered.set()
         await anyio.sleep(10)
         raise AssertionError("the watchdog should have fired")
@@ -353,7 +356,7 @@ async def test_stream_function_may_be_async(root: Root) -> None:
     inner = ScriptedModel([reply("hi")])
 
     async def stream(
-        model: Model, ctx: Context, opts: StreamOptions
+        model: Model, ctx: TranscriptContext, opts: StreamOptions
     ) -> AssistantMessageEventStream:
         await anyio.lowlevel.checkpoint()
         return inner(model, ctx, opts)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from mule.effects._batch import truncated_call_text
 from mule.effects._events import (
     MessageEnd,
     MessageStart,
@@ -17,12 +18,20 @@ from mule.effects._events import (
     TurnStart,
 )
 from mule.effects._identity import MuleIdentity
-from mule.pi import ToolArgumentsError, validate_tool_arguments
+from mule.pi import (
+    SystemMessage,
+    ToolArgumentsError,
+    get_current_system_prompt,
+    get_current_tools,
+    validate_tool_arguments,
+    without_system_messages,
+)
 from mule.pi._content import TextContent, ToolCall
-from mule.pi._context import Tool
+from mule.pi._context import StreamOptions, Tool
 from mule.pi._events import TextDeltaEvent
 from mule.pi._json import JsonObject, JsonValue  # noqa: F401 (resolves the recursive alias)
 from mule.pi._messages import AssistantMessage, ToolResultMessage, Usage
+from mule.pi._model import ThinkingLevel
 from mule.pi._scripted import Call, Reply, Text, error_reply, reply
 from tests.core.kit import (
     MODEL,
@@ -502,7 +511,7 @@ async def test_s18_initial_steering_joins_the_first_turn(root: Root) -> None:
         "RE(completed)",
     ]
     assert [type(m).__name__ for m in ran.ok.messages] == ["UserMessage", "AssistantMessage"]
-    assert [text_of(m) for m in model.calls[0][1].messages] == ["go", "s"]
+    assert [text_of(m) for m in without_system_messages(model.calls[0][1].messages)] == ["go", "s"]
 
 
 async def test_s19_steering_after_a_final_answer_opens_a_turn(root: Root) -> None:
@@ -589,7 +598,7 @@ async def test_s21_stop_hook_ends_after_a_tool_turn(root: Root) -> None:
     te = of_type(ran.events, TurnEnd)[0]
     assert turn.message == te.message
     assert turn.tool_results == te.tool_results
-    assert turn.context == (first, te.message, *te.tool_results)
+    assert without_system_messages(turn.context) == (first, te.message, *te.tool_results)
     out = ran.ok
     assert turn.new_messages == out.messages
     assert out.message == te.message
@@ -646,7 +655,8 @@ async def test_s35_updates_then_result(root: Root) -> None:
     texts = [text_of(m) for m in ran.ok.messages]
     assert "u1" not in texts
     assert "u2" not in texts
-    assert [text_of(m) for m in model.calls[1][1].messages] == ["go", "", "A:c1"]
+    sent = without_system_messages(model.calls[1][1].messages)
+    assert [text_of(m) for m in sent] == ["go", "", "A:c1"]
     # The first result is final: the executor is closed, never pulled again.
     assert journal.of("pulled-after-result") == []
     assert journal.of("closed") == ["c1"]
@@ -717,9 +727,10 @@ async def test_model_prompt_system_prompt_and_context(root: Root) -> None:
     prompts = of_type(ran.events, ModelPrompt)
     assert [p.system_prompt for p in prompts] == [SYSTEM, SYSTEM]
     for _, ctx, _ in model.calls:
-        assert ctx.system_prompt == SYSTEM
-        assert ctx.tools is not None
-        assert [t.name for t in ctx.tools] == ["A"]
+        # Pi 1.6.0: the prompt and the tools are the transcript's leading system message.
+        assert get_current_system_prompt(ctx.messages) == SYSTEM
+        assert [t.name for t in get_current_tools(ctx.messages)] == ["A"]
+        assert type(ctx.messages[0]) is SystemMessage
     assert all(m is MODEL for m, _, _ in model.calls)
 
 
@@ -727,7 +738,7 @@ async def test_no_tools_means_no_tool_descriptors(root: Root) -> None:
     """A run without tools sends no tool list."""
     model = model_of(reply("ok"))
     await run_root(root, make_input(model))
-    assert not model.calls[0][1].tools
+    assert not get_current_tools(model.calls[0][1].messages)
 
 
 async def test_message_update_snapshots_are_immune(root: Root) -> None:
@@ -804,19 +815,29 @@ async def test_s39_identities(root: Root) -> None:
     )  # run, turns, user, assistants, calls, results, terminal
 
 
-async def test_length_stop_with_calls_runs_them(root: Root) -> None:
-    """0.73.1: a "length" stop with tool calls runs the calls as usual."""
+async def test_length_stop_with_calls_runs_none_of_them(root: Root) -> None:
+    """1.6.0: a "length" stop's calls never run; each gets an error result, then a new turn."""
     journal = Journal()
-    model = model_of(Reply(blocks=(Call("c1", "A"),), stop_reason="length"), reply("ok"))
-    ran = await run_root(root, make_input(model, tools=(tool("A", journal),)))
-    assert after(ran.proj, "ME(length)")[:5] == [
+    model = model_of(
+        Reply(blocks=(Call("c1", "A"), Call("c2", "B")), stop_reason="length"), reply("ok")
+    )
+    ran = await run_root(root, make_input(model, tools=(tool("A", journal), tool("B", journal))))
+    assert after(ran.proj, "ME(length)")[:10] == [
         "XS(c1)",
-        "XE(c1)",
-        "MS(r:c1)",
-        "ME(r:c1)",
-        "TE(c1)",
+        "XE(c1!)",
+        "MS(r:c1!)",
+        "ME(r:c1!)",
+        "XS(c2)",
+        "XE(c2!)",
+        "MS(r:c2!)",
+        "ME(r:c2!)",
+        "TE(c1,c2)",
+        "TS",
     ]
-    assert journal.of("done") == ["c1"]
+    assert journal.of("prepare") == journal.of("done") == []
+    ends = of_type(ran.events, ToolExecutionEnd)
+    assert [text_of(e.result) for e in ends] == [truncated_call_text(n) for n in "AB"]
+    assert ran.ok.message.stop_reason == "stop"
 
 
 async def test_pi_values_pass_through(root: Root) -> None:
@@ -836,3 +857,35 @@ async def test_run_without_listener() -> None:
 
     res = await run(to_core(make_input(model_of(reply("hi")))))
     assert text_of(res.unwrap().message) == "hi"
+
+
+async def test_duration_ms_is_set_for_calls_that_ran_only(root: Root) -> None:
+    """1.6.0's durationMs: on an executed call's end and result message; none when it never ran."""
+    model = model_of(
+        tool_turn(Call("c1", "A"), Call("c2", "R"), Call("c3", "U")),
+        reply("ok"),
+    )
+    tools = (tool("A", delay_ms=1), tool("R", reject="no"))
+    ran = await run_root(root, make_input(model, tools=tools))
+    ends = {e.call.id: e for e in of_type(ran.events, ToolExecutionEnd)}
+    ran_ms = ends["c1"].duration_ms
+    assert ran_ms is not None
+    assert ran_ms >= 0
+    assert ends["c2"].duration_ms is None  # rejected
+    assert ends["c3"].duration_ms is None  # unknown tool
+    results = {m.tool_call_id: m for m in ran.ok.messages if type(m) is ToolResultMessage}
+    assert results["c1"].duration_ms == ran_ms
+    assert results["c2"].duration_ms is None
+    assert results["c3"].duration_ms is None
+
+
+async def test_the_final_message_records_the_thinking_level_asked_for(root: Root) -> None:
+    """1.6.0's loop sets thinkingLevel on the final message ("off" when none was asked)."""
+    asked: tuple[tuple[ThinkingLevel | None, str], ...] = ((None, "off"), ("high", "high"))
+    for reasoning, level in asked:
+        model = model_of(reply("hi"))
+        options = StreamOptions(reasoning=reasoning)
+        ran = await run_root(root, make_input(model, stream_options=options))
+        assert ran.ok.message.thinking_level == level
+        end = of_type(ran.events, MessageEnd)[-1]
+        assert end.value == ran.ok.message

@@ -18,11 +18,12 @@ import anyio
 
 import mule.promise as promise
 from mule.pi._content import TextContent, ToolCall
-from mule.pi._context import Context, StreamOptions, Tool
+from mule.pi._context import StreamOptions, Tool
 from mule.pi._events import AssistantMessageEvent
 from mule.pi._messages import Message
 from mule.pi._model import Model
 from mule.pi._stream import AssistantMessageEventStream
+from mule.pi._transcript import TranscriptContext
 from mule.testing.crash import MODEL, RETRY, SYSTEM, ScenarioModel, scenario_tools
 
 Point = Callable[[str, object], None]
@@ -57,7 +58,7 @@ class PointedModel:
         self.attempts = 0
 
     def __call__(
-        self, model: Model, context: Context, options: StreamOptions | None = None
+        self, model: Model, context: TranscriptContext, options: StreamOptions | None = None
     ) -> AssistantMessageEventStream:
         """Stream the scenario's reply, pausing mid stream when asked."""
         self.attempts += 1

@@ -173,12 +173,16 @@ await record(
 
 async function runLoop(name, responses, tools, prompt) {
 	faux.setResponses(responses);
-	// The transcript starts with its system message, so the loop adds none (mule's Message has no
-	// system role yet: the loop's fixtures carry those).
+	// The transcript starts with its system message (the prompt and the tools), as the Agent makes it.
 	const system = createInitialSystemMessage("Use tools.", tools.map(toToolDeclaration));
 	const context = { messages: [system], tools };
 	const config = { model, convertToLlm: (m) => m, sessionId: "golden-loop" };
-	const streamFn = (m, c, o) => models.streamSimple(m, c, o);
+	let request = 0;
+	// Each request's TranscriptContext, as the loop hands it to the stream function.
+	const streamFn = (m, c, o) => {
+		contexts.push({ name: `${name}: request ${++request}`, context: wire(c) });
+		return models.streamSimple(m, c, o);
+	};
 	const stream = agentLoop([prompt], context, config, undefined, streamFn);
 	const updates = [];
 	for await (const event of stream) {

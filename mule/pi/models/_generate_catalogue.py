@@ -24,11 +24,11 @@ PROVIDERS = (
     "zai",
 )
 APIS = ("anthropic-messages", "google-generative-ai", "openai-completions", "openai-responses")
-SOURCE_VERSION = "pi-ai 0.73.1"
+SOURCE_VERSION = "pi-ai 1.6.0"
 
 _HERE = Path(__file__).resolve().parent
 _DEFAULT_SOURCE = (
-    _HERE.parents[2] / "node/legacy/node_modules/@mariozechner/pi-ai/dist/models.generated.js"
+    _HERE.parents[2] / "node/node_modules/@earendil-works/pi-ai/dist/models.generated.js"
 )
 _DUMP = "import(process.argv[1]).then(({MODELS}) => process.stdout.write(JSON.stringify(MODELS)));"
 

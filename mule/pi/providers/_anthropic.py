@@ -25,7 +25,9 @@ from mule.pi._messages import AssistantMessage, Message, StopReason, ToolResultM
 from mule.pi._model import Model, ThinkingLevel
 from mule.pi._partial_json import parse_json_with_repair
 from mule.pi._stream import AssistantMessageEventStream
+from mule.pi._transcript import TranscriptContext, collapse_context
 from mule.pi.providers._env import env_api_key
+from mule.pi.providers._estimate import clamp_max_tokens_to_context
 from mule.pi.providers._parser import (
     ProviderError,
     StreamParser,
@@ -159,6 +161,18 @@ _STOP_REASONS: Final[dict[str, StopReason]] = {
 def map_stop_reason(reason: str) -> StopReason:
     """Map Anthropic's stop_reason onto Pi's; an unknown reason is a stream failure."""
     return read_stop_reason(_STOP_REASONS, reason)
+
+
+def stop_error_message(reason: str, details: object) -> str | None:
+    """Pi's error text for a failing stop reason (a refusal's explanation when it has one)."""
+    if reason == "refusal":
+        explanation = as_object(details).get("explanation")
+        if isinstance(explanation, str) and explanation:
+            return explanation
+        return "The model refused to complete the request"
+    if reason == "sensitive":
+        return "Provider stopped with: sensitive"
+    return None
 
 
 def cache_control(model: Model, retention: CacheRetention | None) -> _Obj | None:
@@ -451,15 +465,17 @@ class AnthropicParser(StreamParser):
     """Turns Messages API events into Pi events; blocks may interleave by Anthropic's index."""
 
     __slots__ = (
+        "_long_write",
         "_open",
+        "_reasoning",
         "_saw_start",
         "_saw_stop",
         "_signatures",
-        "_stop_reason",
         "_tools",
         "_usage",
     )
     vendor = "Anthropic"
+    no_stop_reason = "Anthropic stream ended without a stop reason"
 
     def __init__(self, model: Model, oauth_tools: tuple[Tool, ...] | None = None) -> None:
         """`oauth_tools`: for OAuth calls, the caller's tools (Claude Code's names map back)."""
@@ -468,7 +484,8 @@ class AnthropicParser(StreamParser):
         self._open: dict[object, int] = {}  # Anthropic block index -> content index, while open
         self._signatures: dict[int, str] = {}
         self._usage = [0, 0, 0, 0]  # input, output, cache read, cache write
-        self._stop_reason: StopReason = "stop"
+        self._long_write: int | None = None  # cache writes with one-hour retention
+        self._reasoning: int | None = None  # thinking tokens, a part of the output
         self._saw_start = self._saw_stop = False
 
     def _on_event(self, event: str, data: str) -> None:
@@ -500,24 +517,46 @@ class AnthropicParser(StreamParser):
                 self._b.set_response(response_id=response_id)
             reported = as_object(message.get("usage"))
             self._usage = [token_count(reported.get(key)) or 0 for key in _USAGE_KEYS]
+            creation = as_object(reported.get("cache_creation"))
+            self._long_write = token_count(creation.get("ephemeral_1h_input_tokens")) or 0
             self._set_usage()
         elif kind == "message_delta":
             delta = as_object(chunk.get("delta"))
             if delta.get("stop_reason"):
-                self._stop_reason = map_stop_reason(str(delta["stop_reason"]))
+                raw = str(delta["stop_reason"])
+                self._b.set_stop(self._b.head.stop_reason, raw)  # kept if it maps to nothing
+                text = stop_error_message(raw, delta.get("stop_details"))
+                self._b.set_stop(map_stop_reason(raw), None, text)
             reported = as_object(chunk.get("usage"))
             # Proxies may omit counts here; keep what message_start said.
             for n, key in enumerate(_USAGE_KEYS):
                 value = token_count(reported.get(key))
                 if value is not None:
                     self._usage[n] = value
+            long_write = token_count(
+                as_object(reported.get("cache_creation")).get("ephemeral_1h_input_tokens")
+            )
+            if long_write is not None:
+                self._long_write = long_write
+            thinking = token_count(
+                as_object(reported.get("output_tokens_details")).get("thinking_tokens")
+            )
+            if thinking is not None:
+                self._reasoning = thinking
             self._set_usage()
         elif kind == "message_stop":
             self._saw_stop = True
 
     def _set_usage(self) -> None:
         # Anthropic reports no total: it is the sum of the four counts.
-        self._b.set_usage(priced_usage(self._model, *self._usage))
+        self._b.set_usage(
+            priced_usage(
+                self._model,
+                *self._usage,
+                reasoning=self._reasoning,
+                cache_write_1h=self._long_write,
+            )
+        )
 
     def _block_start(self, chunk: JsonObject) -> None:
         block = as_object(chunk.get("content_block"))
@@ -558,9 +597,9 @@ class AnthropicParser(StreamParser):
             self._b.set_signature(at, signature)
 
     def _on_end(self) -> None:
-        if self._saw_start and not self._saw_stop:
+        if not self._saw_stop:
             raise ProviderError("Anthropic stream ended before message_stop")
-        self._done(self._stop_reason)
+        self._done()
 
 
 def _request(
@@ -574,7 +613,7 @@ def _request(
 
 def stream_anthropic(
     model: Model,
-    context: Context,
+    context: Context | TranscriptContext,
     options: StreamOptions | None = None,
     extra: AnthropicOptions | None = None,
 ) -> AssistantMessageEventStream:
@@ -583,6 +622,7 @@ def stream_anthropic(
     The key is `options.api_key`, else the provider's environment variable. Every failure
     after this returns, HTTP errors included, ends the stream with an `error` event.
     """
+    context = collapse_context(context)
     opts = options or StreamOptions()
     more = extra or AnthropicOptions()
     api_key = opts.api_key or env_api_key(model.provider) or ""
@@ -594,22 +634,25 @@ def stream_anthropic(
 
 
 def stream_simple_anthropic(
-    model: Model, context: Context, options: StreamOptions
+    model: Model, context: Context | TranscriptContext, options: StreamOptions
 ) -> AssistantMessageEventStream:
     """Pi's `streamSimpleAnthropic`: simple defaults, then budget or adaptive thinking by level.
 
     Raises `ProviderSetupError` at once when there is no API key.
     """
-    base = simple_options(model, options)
+    base = simple_options(model, options, context)
     level = options.reasoning
     if not level:
         return stream_anthropic(model, context, base, AnthropicOptions(thinking_enabled=False))
-    if supports_adaptive_thinking(model.id):
+    if (model.compat or {}).get("forceAdaptiveThinking") is True:  # Pi 1.6.0 asks the model
         extra = AnthropicOptions(thinking_enabled=True, effort=thinking_effort(model, level))
         return stream_anthropic(model, context, base, extra)
     max_tokens, budget = adjust_max_tokens_for_thinking(
         base.max_tokens or 0, model.max_tokens, level, options.thinking_budgets
     )
+    if max_tokens > 0:  # fitted into the context window again, the budget under it
+        max_tokens = clamp_max_tokens_to_context(model, context, max_tokens)
+        budget = min(budget, max(0, max_tokens - 1024))
     extra = AnthropicOptions(thinking_enabled=True, thinking_budget_tokens=budget)
     return stream_anthropic(model, context, evolve(base, max_tokens=max_tokens), extra)
 

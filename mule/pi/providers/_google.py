@@ -13,7 +13,7 @@ import re
 from functools import partial
 from typing import Any, Final, TypeAlias, final
 
-from attrs import evolve, frozen
+from attrs import frozen
 
 from mule.pi._content import ImageContent, TextContent, ThinkingContent
 from mule.pi._context import Context, StreamOptions, ThinkingBudgets, Tool
@@ -21,6 +21,7 @@ from mule.pi._json import JsonObject, loads, stringify
 from mule.pi._messages import AssistantMessage, StopReason, ToolResultMessage
 from mule.pi._model import Model
 from mule.pi._stream import AssistantMessageEventStream
+from mule.pi._transcript import TranscriptContext, collapse_context
 from mule.pi.providers._env import env_api_key
 from mule.pi.providers._parser import (
     ProviderError,
@@ -54,6 +55,7 @@ _ERROR_FINISH: Final = frozenset(
         "LANGUAGE",
         "MALFORMED_FUNCTION_CALL",
         "UNEXPECTED_TOOL_CALL",
+        "TOO_MANY_TOOL_CALLS",
         "NO_IMAGE",
     }
 )
@@ -88,6 +90,7 @@ class GoogleOptions:
 _FINISH_REASONS: Final[dict[str, StopReason]] = {
     "STOP": "stop",
     "MAX_TOKENS": "length",
+    "CONTINUATION": "length",  # the request's token limit; Pi does not resume it
     **dict.fromkeys(_ERROR_FINISH, "error"),
 }
 
@@ -337,13 +340,13 @@ class GoogleParser(StreamParser):
     whole, so it opens, streams its arguments as one delta and closes at once.
     """
 
-    __slots__ = ("_call_ids", "_current", "_response_id", "_stop_reason")
+    __slots__ = ("_call_ids", "_current", "_response_id")
     vendor = "Google"
+    no_stop_reason = "Google stream ended without a finish reason"
 
     def __init__(self, model: Model) -> None:
         super().__init__(model)
         self._current: int | None = None  # the open text or thinking block
-        self._stop_reason: StopReason = "stop"
         self._response_id: str | None = None
         self._call_ids: set[str] = set()
 
@@ -376,9 +379,12 @@ class GoogleParser(StreamParser):
             self._part(as_object(part))
         finish = candidate.get("finishReason")
         if finish:
-            self._stop_reason = map_finish_reason(str(finish))
-            if self._has_tool_calls():
-                self._stop_reason = "toolUse"
+            raw = finish if isinstance(finish, str) else stringify(finish)
+            b.set_stop(b.head.stop_reason, raw)  # kept when it maps to nothing
+            stop = map_finish_reason(raw)
+            if stop == "stop" and self._has_tool_calls():
+                stop = "toolUse"
+            b.set_stop(stop)
         meta = chunk.get("usageMetadata")
         if isinstance(meta, dict):
             cached = token_count(meta.get("cachedContentTokenCount")) or 0
@@ -390,6 +396,7 @@ class GoogleParser(StreamParser):
                 cached,
                 0,
                 token_count(meta.get("totalTokenCount")) or 0,
+                reasoning=thoughts,
             )
             b.set_usage(usage)
 
@@ -425,7 +432,8 @@ class GoogleParser(StreamParser):
 
     def _on_end(self) -> None:
         self._close_current()
-        self._done(self._stop_reason)
+        raw = self._b.head.raw_stop_reason
+        self._done(None, f"Provider stopped with: {raw}" if raw else None)
 
 
 def _request(
@@ -439,29 +447,30 @@ def _request(
 
 def stream_google(
     model: Model,
-    context: Context,
+    context: Context | TranscriptContext,
     options: StreamOptions | None = None,
     extra: GoogleOptions | None = None,
 ) -> AssistantMessageEventStream:
     """Stream one Gemini response as Pi's events (Pi's `streamGoogle`).
 
     The key is `options.api_key`, else GEMINI_API_KEY. Every failure after this returns, HTTP
-    errors included, ends the stream with an `error` event. Google's SDK sends one request
-    only, so `max_retries` is forced to 0.
+    errors included, ends the stream with an `error` event. Retries follow the shared policy
+    (`max_retries`, none by default), as Pi 1.6.0 wraps Google's SDK.
     """
-    opts = evolve(options or StreamOptions(), max_retries=0)
+    context = collapse_context(context)
+    opts = options or StreamOptions()
     request = partial(_request, model, context, opts, extra or GoogleOptions())
     return provider_stream(model, opts, GoogleParser(model), request, on_http_error=sdk_error)
 
 
 def stream_simple_google(
-    model: Model, context: Context, options: StreamOptions
+    model: Model, context: Context | TranscriptContext, options: StreamOptions
 ) -> AssistantMessageEventStream:
     """Pi's `streamSimpleGoogle`: simple defaults, then thinking by level or by budget.
 
     Raises `ProviderSetupError` at once when there is no API key.
     """
-    base = simple_options(model, options)
+    base = simple_options(model, options, context)
     if not options.reasoning:
         return stream_google(
             model, context, base, GoogleOptions(thinking=GoogleThinking(enabled=False))

@@ -16,9 +16,12 @@ formats and cache markers for these servers take about 330 of the 630 lines.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from functools import partial
 from typing import Any, final
+
+from attrs import evolve
 
 from mule.pi._content import ImageContent, TextContent, ThinkingContent, ToolCall
 from mule.pi._context import Context, StreamOptions, Tool
@@ -26,6 +29,7 @@ from mule.pi._json import JsonValue, loads, stringify
 from mule.pi._messages import AssistantMessage, Message, StopReason, Usage
 from mule.pi._model import Model, ThinkingLevel
 from mule.pi._stream import AssistantMessageEventStream
+from mule.pi._transcript import TranscriptContext, collapse_context
 from mule.pi.providers._env import env_api_key
 from mule.pi.providers._openai_compat import CompletionsCompat, get_compat
 from mule.pi.providers._parser import (
@@ -42,7 +46,12 @@ from mule.pi.providers._simple import (
     simple_options_with_effort,
 )
 from mule.pi.providers._transform import sanitize_surrogates, transform_messages
-from mule.pi.providers._transport import HttpRequest, merge_headers, provider_stream
+from mule.pi.providers._transport import (
+    HttpRequest,
+    format_provider_error,
+    merge_headers,
+    provider_stream,
+)
 
 _PROCESSED_TOOL_RESULTS = "I have processed the tool results."
 
@@ -177,7 +186,7 @@ def _assistant(
                 out["content"] = text
             # The first thinking block's signature names the field it came in (llama.cpp).
             signature = thinking[0].thinking_signature
-            if signature:
+            if signature in _REASONING_FIELDS:  # a field name, not some other signature
                 out[signature] = "\n".join(b.thinking for b in thinking)
     elif text:
         out["content"] = text
@@ -358,11 +367,12 @@ def build_headers(model: Model, options: StreamOptions, api_key: str) -> dict[st
     session = None if retention == "none" else options.session_id
     affinity: dict[str, str] = {}
     if session and compat.send_session_affinity_headers:
-        affinity = {
-            "session_id": session,
-            "x-client-request-id": session,
-            "x-session-affinity": session,
-        }
+        if compat.session_affinity_format == "openrouter":
+            affinity = {"x-session-id": session}
+        else:
+            if compat.session_affinity_format == "openai":
+                affinity["session_id"] = session
+            affinity |= {"x-client-request-id": session, "x-session-affinity": session}
     return merge_headers(bearer_auth(model, api_key), model.headers, affinity, options.headers)
 
 
@@ -388,18 +398,73 @@ def openai_api_key(model: Model, options: StreamOptions) -> str:
 
 
 def parse_usage(raw: Mapping[str, Any], model: Model) -> Usage:
-    """Normalise a Chat Completions usage object to Pi's counts (cache reads split out)."""
+    """Normalise a Chat Completions usage object to Pi's counts (cache reads split out).
+
+    `cached_tokens` counts cache reads (OpenAI, OpenRouter); DeepSeek says
+    `prompt_cache_hit_tokens` and Kimi a top-level `cached_tokens`. Cache writes are counted
+    apart from reads, never subtracted from them (Pi 1.6.0). OpenRouter's billed cost replaces
+    the catalogue estimate when its accounting is complete.
+    """
     prompt = token_count(raw.get("prompt_tokens")) or 0
     details = as_object(raw.get("prompt_tokens_details"))
-    reported = token_count(details.get("cached_tokens"))
-    if reported is None:
-        reported = token_count(raw.get("prompt_cache_hit_tokens")) or 0
+    cache_read = 0
+    for reported in (
+        details.get("cached_tokens"),
+        raw.get("prompt_cache_hit_tokens"),
+        raw.get("cached_tokens"),
+    ):
+        if reported is not None:  # JavaScript's `??`: the first one present
+            cache_read = token_count(reported) or 0
+            break
     cache_write = token_count(details.get("cache_write_tokens")) or 0
-    # Some gateways count this request's cache writes inside cached_tokens; keep reads only.
-    cache_read = max(0, reported - cache_write) if cache_write > 0 else reported
     input_tokens = max(0, prompt - cache_read - cache_write)
     output = token_count(raw.get("completion_tokens")) or 0
-    return priced_usage(model, input_tokens, output, cache_read, cache_write)
+    completion = as_object(raw.get("completion_tokens_details"))
+    reasoning = (
+        token_count(completion.get("reasoning_tokens"))
+        or token_count(raw.get("reasoning_tokens"))
+        or 0
+    )
+    usage = priced_usage(model, input_tokens, output, cache_read, cache_write, reasoning=reasoning)
+    if model.provider == "openrouter" or "openrouter.ai" in model.base_url:
+        usage = _openrouter_billed(usage, raw)
+    return usage
+
+
+def _cost(value: object) -> float | None:
+    """Return a reported cost that is a finite, non-negative number, else None."""
+    if type(value) in (int, float) and math.isfinite(value) and value >= 0:  # type: ignore[arg-type, operator]
+        return float(value)  # type: ignore[arg-type]
+    return None
+
+
+def _openrouter_billed(usage: Usage, raw: Mapping[str, Any]) -> Usage:
+    """Replace the estimated total with OpenRouter's billed cost, when it reports all of it."""
+    cost = _cost(raw.get("cost"))
+    if cost is None:
+        return usage
+    total: float
+    if raw.get("is_byok") is False:
+        total = cost
+    elif raw.get("is_byok") is True:
+        details = raw.get("cost_details")
+        if not isinstance(details, dict):
+            return usage
+        upstream: float | None
+        if details.get("upstream_inference_cost") is None:
+            prompt = _cost(details.get("upstream_inference_prompt_cost"))
+            completion = _cost(details.get("upstream_inference_completions_cost"))
+            if prompt is None or completion is None:
+                return usage
+            upstream = prompt + completion
+        else:
+            upstream = _cost(details.get("upstream_inference_cost"))
+        if upstream is None:
+            return usage
+        total = cost + upstream
+    else:
+        return usage
+    return evolve(usage, cost=evolve(usage.cost, total=total, total_from_provider=True))
 
 
 def map_finish_reason(reason: str | None) -> tuple[StopReason, str | None]:
@@ -410,6 +475,7 @@ def map_finish_reason(reason: str | None) -> tuple[StopReason, str | None]:
         return "length", None
     if reason in ("function_call", "tool_calls"):
         return "toolUse", None
+    # content_filter, network_error and any reason Pi does not know: a failed response
     return "error", f"Provider finish_reason: {reason}"
 
 
@@ -438,14 +504,13 @@ class CompletionsParser(StreamParser):
         "_by_id",
         "_by_index",
         "_calls",
-        "_error_message",
         "_finished",
         "_have_response_id",
-        "_stop_reason",
         "_text",
         "_thinking",
     )
     vendor = "OpenAI"
+    no_stop_reason = "Stream ended without finish_reason"
 
     def __init__(self, model: Model) -> None:
         super().__init__(model)
@@ -454,14 +519,12 @@ class CompletionsParser(StreamParser):
         self._by_index: dict[int, int] = {}
         self._by_id: dict[str, int] = {}
         self._calls: dict[int, list[str]] = {}  # tool-call block -> [its id, its name] so far
-        self._stop_reason: StopReason = "stop"
-        self._error_message: str | None = None
-        self._finished = False  # a finish_reason or [DONE] arrived
+        self._finished = False  # a finish_reason arrived
         self._have_response_id = False
 
     def _on_event(self, event: str, data: str) -> None:
         if data.startswith("[DONE]"):
-            self._finished = self.ended = True
+            self.ended = True
             return
         chunk = decode_object(data)
         error = chunk.get("error")
@@ -490,9 +553,10 @@ class CompletionsParser(StreamParser):
             b.set_usage(parse_usage(choice["usage"], self._model))  # Moonshot puts it here
         if choice.get("finish_reason"):
             self._finished = True
-            self._stop_reason, message = map_finish_reason(str(choice["finish_reason"]))
-            if message is not None:
-                self._error_message = message
+            raw = choice["finish_reason"]
+            raw = raw if isinstance(raw, str) else stringify(raw)
+            stop, message = map_finish_reason(raw)
+            b.set_stop(stop, raw, message)
         delta = choice.get("delta")
         if not isinstance(delta, dict):
             return
@@ -558,20 +622,22 @@ class CompletionsParser(StreamParser):
         self._delta(i, args if isinstance(args, str) else "")
 
     def _on_end(self) -> None:
-        if not self._finished:
-            raise ProviderError("Stream ended without a finish reason")
         for i in range(len(self._b)):  # every block closes at the end, in content order
             self._end(i)
-        self._done(
-            self._stop_reason, self._error_message or "Provider returned an error stop reason"
-        )
+        if not self._finished:  # checked after the blocks closed, as Pi does
+            if (self._model.compat or {}).get("supportsFinishReason") is not False:
+                raise ProviderError(self.no_stop_reason)
+            # A server that never sends one (compat says so): the content says why it ended.
+            self._b.set_stop("toolUse" if self._has_tool_calls() else "stop")
+        self._done(None, self._b.head.error_message or "Provider returned an error stop reason")
 
 
 def _raise_with_raw_detail(exc: ProviderError) -> ProviderError:
+    text = format_provider_error(exc)
     raw = _raw_metadata(exc.error_body)
-    if raw:  # OpenRouter explains upstream failures here
-        return ProviderError(f"{exc.message}\n{raw}", exc.diagnostics)
-    return exc
+    if raw and raw not in text:  # OpenRouter explains upstream failures here
+        text = f"{text}\n{raw}"
+    return ProviderError(text, exc.diagnostics, exc.error_body, exc.status)
 
 
 def _request(
@@ -592,13 +658,14 @@ def _request(
 
 def stream_openai_completions(
     model: Model,
-    context: Context,
+    context: Context | TranscriptContext,
     options: StreamOptions | None = None,
     *,
     effort: ThinkingLevel | None = None,
     tool_choice: JsonValue = None,
 ) -> AssistantMessageEventStream:
     """Stream a Chat Completions response (Pi's `streamOpenAICompletions`); never raises."""
+    context = collapse_context(context)
     opts = options or StreamOptions()
     return provider_stream(
         model,
@@ -610,10 +677,10 @@ def stream_openai_completions(
 
 
 def stream_simple_openai_completions(
-    model: Model, context: Context, options: StreamOptions | None = None
+    model: Model, context: Context | TranscriptContext, options: StreamOptions | None = None
 ) -> AssistantMessageEventStream:
     """Pi's `streamSimpleOpenAICompletions`: simple defaults, then the provider stream."""
-    base, effort = simple_options_with_effort(model, options)
+    base, effort = simple_options_with_effort(model, options, context)
     return stream_openai_completions(model, context, base, effort=effort)
 
 

@@ -25,8 +25,8 @@ from mule.pi._cost import calculate_cost
 from mule.pi._json import JsonObject, JsonValue, loads, stringify
 from mule.pi._messages import AssistantMessage, StopReason
 from mule.pi._model import Model, ThinkingLevel
-from mule.pi._partial_json import parse_streaming_json
 from mule.pi._stream import AssistantMessageEventStream
+from mule.pi._transcript import TranscriptContext, collapse_context
 from mule.pi.providers._openai_completions import bearer_auth, error_chunk_text, openai_api_key
 from mule.pi.providers._parser import (
     ProviderError,
@@ -43,7 +43,12 @@ from mule.pi.providers._simple import (
     simple_options_with_effort,
 )
 from mule.pi.providers._transform import sanitize_surrogates, short_hash, transform_messages
-from mule.pi.providers._transport import HttpRequest, merge_headers, provider_stream
+from mule.pi.providers._transport import (
+    HttpRequest,
+    format_provider_error,
+    merge_headers,
+    provider_stream,
+)
 
 # Providers whose Responses tool-call ids ("<call_id>|<item id>") can be replayed as they are.
 OPENAI_TOOL_CALL_PROVIDERS = frozenset({"openai", "openai-codex", "opencode"})
@@ -130,7 +135,7 @@ def convert_responses_messages(
             if not items:
                 continue
             out.extend(items)
-        else:
+        elif msg.role == "toolResult":
             text = "\n".join(b.text for b in msg.content if isinstance(b, TextContent))
             images = [b for b in msg.content if isinstance(b, ImageContent)]
             output: Any
@@ -165,6 +170,7 @@ def _assistant_items(model: Model, msg: AssistantMessage, msg_index: int) -> lis
     # items, so such ids are left out.
     other_model = msg.model != model.id and msg.provider == model.provider and msg.api == model.api
     items: list[dict[str, Any]] = []
+    text_index = 0  # the message's n-th text block
     for block in msg.content:
         if isinstance(block, ThinkingContent):
             if block.thinking_signature:
@@ -172,8 +178,10 @@ def _assistant_items(model: Model, msg: AssistantMessage, msg_index: int) -> lis
         elif isinstance(block, TextContent):
             parsed = parse_text_signature(block.text_signature)
             item_id = parsed[0] if parsed else None
-            if not item_id:
-                item_id = f"msg_{msg_index}"
+            if not item_id:  # Pi 1.6.0's fallback id, one per text block
+                item_id = (
+                    f"msg_pi_{msg_index}" if text_index == 0 else f"msg_pi_{msg_index}_{text_index}"
+                )
             elif len(item_id) > 64:
                 item_id = f"msg_{short_hash(item_id)}"
             item: dict[str, Any] = {
@@ -192,6 +200,7 @@ def _assistant_items(model: Model, msg: AssistantMessage, msg_index: int) -> lis
             if parsed and parsed[1]:
                 item["phase"] = parsed[1]
             items.append(item)
+            text_index += 1
         else:
             call_id, _, fc_id = block.id.partition("|")
             call: dict[str, Any] = {"type": "function_call"}
@@ -204,18 +213,25 @@ def _assistant_items(model: Model, msg: AssistantMessage, msg_index: int) -> lis
     return items
 
 
-def convert_responses_tools(tools: tuple[Tool, ...], strict: bool = False) -> list[dict[str, Any]]:
-    """Convert tools to Responses function tools."""
-    return [
-        {
+def convert_responses_tools(
+    tools: tuple[Tool, ...], strict: bool = False, *, supports_strict_mode: bool = False
+) -> list[dict[str, Any]]:
+    """Convert tools to Responses function tools (`strict` only where the host supports it).
+
+    Pi 1.6.0 assumes no strict-mode support unless `model.compat.supportsStrictMode` says so.
+    """
+    out: list[dict[str, Any]] = []
+    for t in tools:
+        tool: dict[str, Any] = {
             "type": "function",
             "name": t.name,
             "description": t.description,
             "parameters": t.parameters,
-            "strict": strict,
         }
-        for t in tools
-    ]
+        if supports_strict_mode:
+            tool["strict"] = strict
+        out.append(tool)
+    return out
 
 
 def build_params(
@@ -243,7 +259,8 @@ def build_params(
     if options.temperature is not None:
         params["temperature"] = options.temperature
     if context.tools:
-        params["tools"] = convert_responses_tools(context.tools)
+        strict_mode = (model.compat or {}).get("supportsStrictMode") is True
+        params["tools"] = convert_responses_tools(context.tools, supports_strict_mode=strict_mode)
     if model.reasoning:
         table = model.thinking_level_map or {}
         if effort or reasoning_summary:
@@ -274,15 +291,28 @@ _STATUS: Final[dict[str, StopReason]] = {
     "completed": "stop",
     "in_progress": "stop",
     "queued": "stop",
-    "incomplete": "length",
     "failed": "error",
     "cancelled": "error",
 }
 
 
-def map_status(status: object) -> StopReason:
-    """Map a response status to Pi's stop reason."""
-    return read_stop_reason(_STATUS, str(status)) if status else "stop"
+def map_status(
+    status: object, incomplete_reason: str | None = None
+) -> tuple[StopReason, str | None]:
+    """Map a response status to Pi's stop reason and, for some failures, an error message.
+
+    An `incomplete` response stopped by the output-token limit is "length"; any other
+    incomplete one failed, and says why when the server did.
+    """
+    if not status:
+        return "stop", None
+    if status == "incomplete":
+        if incomplete_reason == "max_output_tokens":
+            return "length", None
+        if incomplete_reason:
+            return "error", f"Response incomplete: {incomplete_reason}"
+        return "error", "Response incomplete without a provider reason"
+    return read_stop_reason(_STATUS, str(status)), None
 
 
 def _str(value: object) -> str:
@@ -310,9 +340,9 @@ class ResponsesParser(StreamParser):
         "_finished",
         "_item_type",
         "_part_type",
-        "_stop_reason",
         "_summary_parts",
     )
+    no_stop_reason = "OpenAI Responses stream ended without a stop reason"
     vendor = "OpenAI Responses"
 
     def __init__(self, model: Model) -> None:
@@ -321,7 +351,6 @@ class ResponsesParser(StreamParser):
         self._block: int | None = None  # its content index
         self._summary_parts = 0
         self._part_type: object = None
-        self._stop_reason: StopReason = "stop"
         self._finished = False
 
     def _on_event(self, event: str, data: str) -> None:
@@ -386,6 +415,9 @@ class ResponsesParser(StreamParser):
             raise ProviderError(f"Error Code {chunk.get('code')}: {chunk.get('message')}")
         elif kind == "response.failed":
             response = as_object(chunk.get("response"))
+            status = response.get("status")
+            if isinstance(status, str):
+                self._b.set_stop(self._b.head.stop_reason, status)
             error = as_object(response.get("error")) if response.get("error") else None
             details = as_object(response.get("incomplete_details"))
             if error is not None:
@@ -449,11 +481,10 @@ class ResponsesParser(StreamParser):
                 block = self._open_tool_call(
                     f"{item.get('call_id')}|{item.get('id')}", _str(item.get("name"))
                 )
-                args = parse_streaming_json(_str(item.get("arguments")) or "{}")
-            else:
-                raw = b.text(block)
-                args = parse_streaming_json(raw if raw else _str(item.get("arguments")) or "{}")
-            self._end(block, args)
+            final = _str(item.get("arguments"))
+            if final:  # the item's arguments are the whole text (Pi replaces the streamed one)
+                b.replace_text(block, final)
+            self._end(block)  # parsed as Pi does: malformed text leaves an `arguments_error`
         else:
             return
         self._item_type = self._block = None
@@ -467,26 +498,42 @@ class ResponsesParser(StreamParser):
         if isinstance(usage, dict):
             details = as_object(usage.get("input_tokens_details"))
             cached = token_count(details.get("cached_tokens")) or 0
+            written = token_count(details.get("cache_write_tokens")) or 0
+            output = as_object(usage.get("output_tokens_details"))
             b.set_usage(
                 priced_usage(
                     self._model,
-                    (token_count(usage.get("input_tokens")) or 0) - cached,  # hits included
+                    # input_tokens counts cache reads and writes too
+                    max(0, (token_count(usage.get("input_tokens")) or 0) - cached - written),
                     token_count(usage.get("output_tokens")) or 0,
                     cached,
-                    0,
+                    written,
                     token_count(usage.get("total_tokens")) or 0,
+                    reasoning=token_count(output.get("reasoning_tokens")) or 0,
                 )
             )
         else:
             b.set_usage(calculate_cost(self._model, b.head.usage))
-        self._stop_reason = map_status(response.get("status"))
-        if self._stop_reason == "stop" and self._has_tool_calls():
-            self._stop_reason = "toolUse"
+        status = response.get("status")
+        details = as_object(response.get("incomplete_details"))
+        given = details.get("reason")
+        reason = given if isinstance(given, str) else None
+        raw = None if status is None else str(status) if not isinstance(status, str) else status
+        if raw is not None and reason:
+            raw = f"{raw}.{reason}"
+        if raw is not None:  # kept even when it maps to nothing
+            b.set_stop(b.head.stop_reason, raw)
+        stop, message = map_status(status, reason)
+        if stop == "stop" and self._has_tool_calls():
+            stop = "toolUse"
+        b.set_stop(stop)
+        if b.head.error_message != message:  # Pi drops an earlier one when there is none now
+            b.set_error_message(message)
 
     def _on_end(self) -> None:
         if not self._finished:
-            raise ProviderError("Stream ended before a terminal response event")
-        self._done(self._stop_reason)
+            raise ProviderError("OpenAI Responses stream ended before a terminal response event")
+        self._done()
 
 
 def _list(item: JsonObject, key: str) -> list[object]:
@@ -510,22 +557,44 @@ def _request(
 
 def stream_openai_responses(
     model: Model,
-    context: Context,
+    context: Context | TranscriptContext,
     options: StreamOptions | None = None,
     *,
     effort: ThinkingLevel | None = None,
 ) -> AssistantMessageEventStream:
     """Stream a Responses API response (Pi's `streamOpenAIResponses`); never raises."""
+    context = collapse_context(context)
     opts = options or StreamOptions()
     request = partial(_request, model, context, opts, effort)
-    return provider_stream(model, opts, ResponsesParser(model), request)
+    return provider_stream(
+        model, opts, ResponsesParser(model), request, on_http_error=partial(_http_error, model)
+    )
+
+
+_CHATGPT_USAGE_URL: Final = "https://chatgpt.com/settings/usage"
+_CHATGPT_WORKSPACE_LIMIT_HINT: Final = (
+    "You've reached your ChatGPT workspace's usage limit. Ask your workspace admin to increase"
+    " it at admin.openai.com \u2192 Workspace \u2192 Usage limits."
+)
+
+
+def _http_error(model: Model, exc: ProviderError) -> ProviderError:
+    """Word a failed request as Pi does: `OpenAI API error (<status>): <body>`."""
+    name = "OpenAI" if model.provider == "openai" else model.provider
+    text = format_provider_error(exc, f"{name} API error")
+    # Sign in with ChatGPT shares the subscription's limits with other apps: Pi says where to look.
+    if "subscription_sharing_usage_limit_exceeded" in text:
+        text = f"{text}\nCheck your ChatGPT usage: {_CHATGPT_USAGE_URL}"
+    elif "subscription_sharing_workplace_individual_usage_limit_exceeded" in text:
+        text = f"{text}\n{_CHATGPT_WORKSPACE_LIMIT_HINT}"
+    return ProviderError(text, exc.diagnostics, exc.error_body, exc.status)
 
 
 def stream_simple_openai_responses(
-    model: Model, context: Context, options: StreamOptions | None = None
+    model: Model, context: Context | TranscriptContext, options: StreamOptions | None = None
 ) -> AssistantMessageEventStream:
     """Pi's `streamSimpleOpenAIResponses`: simple defaults, then the provider stream."""
-    base, effort = simple_options_with_effort(model, options)
+    base, effort = simple_options_with_effort(model, options, context)
     return stream_openai_responses(model, context, base, effort=effort)
 
 

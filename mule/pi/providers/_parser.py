@@ -57,6 +57,7 @@ class ProviderError(Exception):
         diagnostics: Provider diagnostics to attach to that message.
         error_body: The response body's `error` object, for provider-specific detail; None if
             there was none.
+        status: The HTTP status of a failed request; None for other failures.
 
     """
 
@@ -65,11 +66,13 @@ class ProviderError(Exception):
         message: str,
         diagnostics: tuple[Diagnostic, ...] = (),
         error_body: JsonValue = None,
+        status: int | None = None,
     ) -> None:
         super().__init__(message)
         self.message = message
         self.diagnostics = diagnostics
         self.error_body = error_body  # the body's "error" object, for provider-specific detail
+        self.status = status
 
 
 @final
@@ -125,11 +128,22 @@ def priced_usage(
     cache_read: int = 0,
     cache_write: int = 0,
     total: int | None = None,
+    *,
+    reasoning: int | None = None,
+    cache_write_1h: int | None = None,
 ) -> Usage:
     """Return Pi's usage with its cost; the total defaults to the sum of the four counts."""
     if total is None:
         total = input_tokens + output_tokens + cache_read + cache_write
-    usage = Usage(input_tokens, output_tokens, cache_read, cache_write, total)
+    usage = Usage(
+        input_tokens,
+        output_tokens,
+        cache_read,
+        cache_write,
+        total,
+        cache_write_1h=cache_write_1h,
+        reasoning=reasoning,
+    )
     return calculate_cost(model, usage)
 
 
@@ -178,12 +192,15 @@ class StreamParser:
 
     """
 
-    __slots__ = ("_b", "_model", "_out", "ended")
+    __slots__ = ("_b", "_model", "_out", "_started", "ended")
 
     vendor: str = "provider"  # names the stream in error messages
+    # Pi's text when the body ends before the provider said why it stopped (per vendor).
+    no_stop_reason: str = "Stream ended without a stop reason"
 
     def __init__(self, model: Model) -> None:
         self._model = model
+        self._started = time.monotonic()  # Pi times a response from its stream's creation
         self._b = PartialBuilder(
             api=model.api, provider=model.provider, model=model.id, timestamp=now_ms()
         )
@@ -239,7 +256,7 @@ class StreamParser:
             text = exc.message
         else:
             text = str(exc) or type(exc).__name__
-        message = self._b.message(reason, error_message=text)
+        message = self._b.message(reason, error_message=text, duration_ms=self._elapsed_ms())
         diagnostics = exc.diagnostics if isinstance(exc, ProviderError) else ()
         if diagnostics:
             message = evolve(message, diagnostics=(*(message.diagnostics or ()), *diagnostics))
@@ -307,13 +324,25 @@ class StreamParser:
         b = self._b
         return any(b.kind(i) == "toolCall" for i in range(len(b)))
 
-    def _done(self, reason: StopReason, error_message: str | None = None) -> None:
-        """Finish with Pi's `done`, or fail the stream when the stop reason is a failure."""
+    def _elapsed_ms(self) -> int:
+        """Milliseconds since the stream was made, rounded as JavaScript's `Math.round`."""
+        return int((time.monotonic() - self._started) * 1000 + 0.5)
+
+    def _done(self, reason: StopReason | None = None, error_message: str | None = None) -> None:
+        """Finish with Pi's `done`, or fail the stream when the stop reason is a failure.
+
+        `reason` defaults to the one recorded (`PartialBuilder.set_stop`); a response that is
+        still "pending" never said why it stopped, which fails it too.
+        """
+        b = self._b
+        if reason is None:
+            reason = b.head.stop_reason
         if reason == "error" or reason == "aborted":
-            raise ProviderError(error_message or UNKNOWN_ERROR)
-        if reason == "pending":  # the provider never said why it stopped
-            raise ProviderError(error_message or "Stream ended without a stop reason")
-        self._out.append(DoneEvent(reason=reason, message=self._b.message(reason)))
+            raise ProviderError(error_message or b.head.error_message or UNKNOWN_ERROR)
+        if reason == "pending":
+            raise ProviderError(self.no_stop_reason)
+        message = b.message(reason, duration_ms=self._elapsed_ms())
+        self._out.append(DoneEvent(reason=reason, message=message))
 
 
 _DELTAS: Final[dict[str, Any]] = {

@@ -17,6 +17,7 @@ from mule.pi._content import AssistantContent, ImageContent, TextContent, Thinki
 from mule.pi._messages import (
     AssistantMessage,
     Message,
+    SystemMessage,
     ToolResultMessage,
     UserMessage,
 )
@@ -123,6 +124,8 @@ def transform_messages(
     text_only = "image" not in model.input
     rewritten: list[Message] = []
     for msg in messages:
+        if type(msg) is SystemMessage:
+            continue  # replayed into the request's prompt and tools (`collapse_context`)
         if text_only:
             msg = _downgrade_images(msg)
         if isinstance(msg, AssistantMessage):

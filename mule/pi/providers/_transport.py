@@ -23,7 +23,7 @@ from __future__ import annotations
 import contextlib
 import email.utils
 import inspect
-import json
+import math
 import random
 import ssl
 import time
@@ -49,7 +49,7 @@ with needs_extra("providers", "mule's model providers"):
 if TYPE_CHECKING:
     from mule.pi import AbortSignal
 
-DEFAULT_MAX_RETRIES: Final = 2  # the OpenAI and Anthropic SDKs' default, which Pi inherits
+DEFAULT_MAX_RETRIES: Final = 0  # Pi 1.6.0 retries a request only when told to (maxRetries)
 DEFAULT_MAX_RETRY_DELAY_MS: Final = 60_000
 DEFAULT_TIMEOUT_MS: Final = 600_000  # the SDKs' default request timeout
 
@@ -92,9 +92,9 @@ def status_error_message(status: int, body: str) -> str:
         error = parsed.get("error") if isinstance(parsed, dict) else None
         if isinstance(error, dict) and error.get("message"):
             m = error["message"]
-            msg = m if isinstance(m, str) else json.dumps(m)
+            msg = m if isinstance(m, str) else stringify(m)
         elif error:
-            msg = json.dumps(error)
+            msg = stringify(error)
         elif isinstance(parsed, dict) and isinstance(parsed.get("message"), str):
             msg = parsed["message"]  # some gateways answer {"message": ...} without "error"
         else:
@@ -102,6 +102,44 @@ def status_error_message(status: int, body: str) -> str:
     else:
         msg = body or None
     return f"{status} {msg}" if msg else f"{status} status code (no body)"
+
+
+MAX_ERROR_BODY_CHARS: Final = 4000
+"""Pi's cap on the error body quoted in an error message (UTF-16 code units)."""
+
+
+def _truncate_utf16(text: str, limit: int) -> str:
+    units = len(text.encode("utf-16-le")) // 2
+    if units <= limit:
+        return text
+    out, used = [], 0
+    for ch in text:
+        width = 2 if ord(ch) > 0xFFFF else 1
+        if used + width > limit:
+            break
+        out.append(ch)
+        used += width
+    return f"{''.join(out)}... [truncated {units - limit} chars]"
+
+
+def format_provider_error(exc: ProviderError, prefix: str | None = None) -> str:
+    """Word a failed request as Pi 1.6.0 does: the status and the error body, when there is one.
+
+    With an `error` object in the body that the SDK's message does not already quote:
+    `"<status>: <body>"` (`"<prefix> (<status>): <body>"`); otherwise the SDK's message
+    (prefixed the same way when there is a prefix and a status).
+
+    >>> format_provider_error(ProviderError("400 Bad", error_body={"message": "Bad"}, status=400))
+    '400: {"message":"Bad"}'
+    """
+    body = exc.error_body
+    if exc.status is not None and isinstance(body, dict) and body:
+        text = _truncate_utf16(stringify(body).strip(), MAX_ERROR_BODY_CHARS)
+        if text and text not in exc.message:
+            return f"{prefix} ({exc.status}): {text}" if prefix else f"{exc.status}: {text}"
+    if prefix is not None and exc.status is not None:
+        return f"{prefix} ({exc.status}): {exc.message}"
+    return exc.message
 
 
 def _error_object(body: str) -> JsonValue:
@@ -289,13 +327,14 @@ class Connection:
                     status_error_message(response.status_code, text),
                     (http_error_diagnostic(response.status_code, requested),),
                     _error_object(text),
+                    response.status_code,
                 )
             if not retryable or attempt >= max_retries:
                 raise failure
             if requested is not None and cap > 0 and requested > cap:
                 raise ProviderError(
-                    f"Server requested {requested / 1000:g}s retry delay "
-                    f"(max: {cap / 1000:g}s). {failure.message}",
+                    f"Server requested {math.ceil(requested / 1000)}s retry delay "
+                    f"(max: {math.ceil(cap / 1000)}s). {failure.message}",
                     failure.diagnostics,
                 )
             delay = requested if requested is not None else _backoff_ms(attempt)
@@ -467,11 +506,13 @@ __all__ = [
     "DEFAULT_MAX_RETRIES",
     "DEFAULT_MAX_RETRY_DELAY_MS",
     "DEFAULT_TIMEOUT_MS",
+    "MAX_ERROR_BODY_CHARS",
     "Connection",
     "Framing",
     "HttpRequest",
     "abortable",
     "apply_payload_hook",
+    "format_provider_error",
     "merge_headers",
     "notify_response",
     "parse_retry_after",

@@ -1,0 +1,42 @@
+"""Pi's tool declaration and a reference to one by name."""
+
+from __future__ import annotations
+
+from typing import final
+
+from attrs import frozen
+
+from mule.pi._json import JsonObject
+
+
+@final
+@frozen
+class Tool:
+    """A tool the model may call; `parameters` is a JSON-Schema object.
+
+    Attributes:
+        name: The name the model calls it by.
+        description: What it does, for the model.
+        parameters: The JSON Schema of its arguments (an object schema).
+
+    """
+
+    name: str
+    description: str
+    parameters: JsonObject
+
+
+@final
+@frozen
+class ToolReference:
+    """A tool named by a system message's `toolsRemoved`.
+
+    Attributes:
+        name: The tool's name.
+
+    """
+
+    name: str
+
+
+__all__ = ["Tool", "ToolReference"]
