@@ -14,8 +14,9 @@ from typing import Final
 from mule.pi._content import TextContent, ThinkingContent, ToolCall, UserContent
 from mule.pi._context import Context
 from mule.pi._json import stringify
-from mule.pi._messages import AssistantMessage, Message, Usage
+from mule.pi._messages import AssistantMessage, Message, SystemMessage, Usage
 from mule.pi._model import Model
+from mule.pi._transcript import TranscriptContext, normalize_context
 
 CHARS_PER_TOKEN: Final = 3.5
 ESTIMATED_IMAGE_CHARS: Final = 4800
@@ -42,8 +43,28 @@ def _content_tokens(content: str | tuple[UserContent, ...]) -> int:
     return _tokens(chars)
 
 
+def _system_text(message: SystemMessage) -> str:
+    """pi-ai's `getSystemMessageText`: the content's text, then each kept section."""
+    content = message.content
+    text = content if isinstance(content, str) else "\n".join(b.text for b in content)
+    sections = [v for v in (message.sections or {}).values() if v is not None]
+    return "\n\n".join(p for p in (text, *sections) if p)
+
+
+def _tools_tokens(tools: tuple[object, ...] | None) -> int:
+    from mule.pi._codec import to_wire  # the codec imports this package's users
+
+    return _tokens(_units(stringify(to_wire(list(tools))))) if tools else 0
+
+
 def estimate_message_tokens(message: Message) -> int:
-    """Return Pi's token estimate of one message."""
+    """Return Pi's token estimate of one message (a system message: its text and tool changes)."""
+    if isinstance(message, SystemMessage):
+        return (
+            _tokens(_units(_system_text(message)))
+            + _tools_tokens(message.tools_added)
+            + _tools_tokens(message.tools_removed)
+        )
     if not isinstance(message, AssistantMessage):
         return _content_tokens(message.content)
     chars = 0
@@ -61,30 +82,22 @@ def _context_tokens(usage: Usage) -> int:
     return usage.total_tokens or (usage.input + usage.output + usage.cache_read + usage.cache_write)
 
 
-def estimate_context_tokens(context: Context) -> int:
-    """Return Pi's estimate of the tokens `context` sends (its `estimateContextTokens`)."""
-    from mule.pi._codec import to_wire  # the codec imports this package's users
+def estimate_context_tokens(context: Context | TranscriptContext) -> int:
+    """Return Pi's estimate of the tokens `context` sends (its `estimateContextTokens`).
 
-    tokens: list[int] = []  # per message, the leading system message first
-    stamps: list[int] = []
-    usages: list[Usage | None] = []
-    prompt = context.system_prompt or ""
-    if prompt or context.tools:  # Pi folds them into a leading system message (timestamp 0)
-        system = _tokens(_units(prompt))
-        if context.tools:
-            system += _tokens(_units(stringify(to_wire(list(context.tools)))))
-        tokens.append(system)
-        stamps.append(0)
-        usages.append(None)
-    for message in context.messages:
-        tokens.append(estimate_message_tokens(message))
-        stamps.append(message.timestamp)
-        usable = (
-            isinstance(message, AssistantMessage)
-            and message.stop_reason not in ("aborted", "error")
-            and _context_tokens(message.usage) > 0
-        )
-        usages.append(message.usage if usable else None)  # type: ignore[union-attr]
+    A `Context`'s prompt and tools count as the leading system message pi-ai folds them into.
+    """
+    messages = normalize_context(context).messages
+    tokens = [estimate_message_tokens(m) for m in messages]
+    stamps = [m.timestamp for m in messages]
+    usages: list[Usage | None] = [
+        m.usage
+        if isinstance(m, AssistantMessage)
+        and m.stop_reason not in ("aborted", "error")
+        and _context_tokens(m.usage) > 0
+        else None
+        for m in messages
+    ]
     latest = -math.inf
     last: int | None = None
     for i, stamp in enumerate(stamps):
@@ -98,7 +111,9 @@ def estimate_context_tokens(context: Context) -> int:
     return _context_tokens(usage) + sum(tokens[last + 1 :])
 
 
-def clamp_max_tokens_to_context(model: Model, context: Context, max_tokens: int) -> int:
+def clamp_max_tokens_to_context(
+    model: Model, context: Context | TranscriptContext, max_tokens: int
+) -> int:
     """Fit `max_tokens` into the model's context window, as Pi 1.6.0 does (at least 1)."""
     if model.context_window <= 0:
         return max(1, max_tokens)

@@ -147,7 +147,7 @@ def resolve_api_key(model: Model, options: StreamOptions) -> str:
 
 
 def simple_options(
-    model: Model, options: StreamOptions | None, context: Context | None = None
+    model: Model, options: StreamOptions | None, context: Context | TranscriptContext | None = None
 ) -> StreamOptions:
     """Resolve the key (raising at once without one), then apply Pi's simple defaults."""
     opts = options or StreamOptions()
@@ -155,7 +155,7 @@ def simple_options(
 
 
 def simple_options_with_effort(
-    model: Model, options: StreamOptions | None, context: Context | None = None
+    model: Model, options: StreamOptions | None, context: Context | TranscriptContext | None = None
 ) -> tuple[StreamOptions, ThinkingLevel | None]:
     """Return `simple_options` and the clamped reasoning level (for effort-based providers)."""
     base = simple_options(model, options, context)
@@ -163,7 +163,10 @@ def simple_options_with_effort(
 
 
 def build_base_options(
-    model: Model, options: StreamOptions, api_key: str, context: Context | None = None
+    model: Model,
+    options: StreamOptions,
+    api_key: str,
+    context: Context | TranscriptContext | None = None,
 ) -> StreamOptions:
     """Apply Pi 1.6.0's simple defaults: the resolved key, and `max_tokens` fitted.
 
