@@ -226,14 +226,18 @@ async def exercise(seed: int, ops: list[Op], protocol: str = "0.73") -> None:
         assert_outcome(text, r, aborts)
     for text, job in queued:
         r = results[id(job)]
-        if r.outcome == "completed":
+        # pi 1.6.0 takes a message into a job until it settles; an abort after that leaves it
+        # in pi's queue for the next run (the job's last answer may still be complete)
+        if r.outcome == "completed" and (protocol == "0.73" or aborts == 0):
             assert text in users(r), (text, r)
 
 
 def assert_outcome(text: str, r: JobResult, aborts: int) -> None:
     last = next(m for m in reversed(r.messages) if isinstance(m, AssistantMessage))
     if r.outcome == "completed":
-        assert not text.startswith("fail")
+        # pi 1.6.0 runs what was queued into a job before it settles, after a failure too:
+        # a failed prompt's job then completes with the queued message's answer.
+        assert not text.startswith("fail") or users(r)[-1] != text, (text, users(r))
         assert text_of(last) == "done:" + users(r)[-1]
     elif r.outcome == "failed":
         assert text.startswith("fail"), (text, r)
