@@ -1,10 +1,11 @@
 """A stand-in for `pi --mode rpc` whose text deltas carry the moment each line was written.
 
-On `prompt` it answers, then writes a run as real pi does (agent_start … agent_end), with
+On `prompt` it answers, then writes a run as real pi does (agent_start … agent_settled), with
 `FAKE_PI_DELTAS` text deltas `FAKE_PI_INTERVAL_US` apart. Each `message_update` line holds, like
-pi's, the whole partial message twice (`message` and the event's `partial`); its delta starts
-with `time.monotonic_ns()` taken just before the line is written (CLOCK_MONOTONIC is the same
-clock in every process on Linux, so a reader can subtract). Other commands get a success.
+pi 1.6.0's, the delta and the usage so far (`FAKE_PI_PROTOCOL=0.73`: like pi 0.73.1's, the whole
+partial message twice, `message` and the event's `partial`); its delta starts with
+`time.monotonic_ns()` taken just before the line is written (CLOCK_MONOTONIC is the same clock
+in every process on Linux, so a reader can subtract). Other commands get a success.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 
 DELTAS = int(os.environ.get("FAKE_PI_DELTAS", "500"))
 INTERVAL_S = int(os.environ.get("FAKE_PI_INTERVAL_US", "2000")) / 1e6
+V16 = os.environ.get("FAKE_PI_PROTOCOL", "1.6") == "1.6"
 USAGE = {
     "input": 1,
     "output": 1,
@@ -32,7 +34,7 @@ def out(obj: Any) -> None:
     sys.stdout.flush()
 
 
-def assistant(text: str) -> dict[str, Any]:
+def assistant(text: str, stop: str = "stop") -> dict[str, Any]:
     return {
         "role": "assistant",
         "content": [{"type": "text", "text": text}] if text else [],
@@ -40,7 +42,7 @@ def assistant(text: str) -> dict[str, Any]:
         "provider": "local",
         "model": "fake",
         "usage": USAGE,
-        "stopReason": "stop",
+        "stopReason": stop,
         "timestamp": 1,
     }
 
@@ -51,18 +53,22 @@ def run() -> None:
     out({"type": "turn_start"})
     out({"type": "message_start", "message": user})
     out({"type": "message_end", "message": user})
-    out({"type": "message_start", "message": assistant("")})
-    out(
-        {
-            "type": "message_update",
-            "message": assistant(""),
-            "assistantMessageEvent": {
-                "type": "text_start",
-                "contentIndex": 0,
-                "partial": assistant(""),
-            },
-        }
-    )
+    out({"type": "message_start", "message": assistant("", "pending" if V16 else "stop")})
+    if V16:
+        start = {"type": "text_start", "contentIndex": 0}
+        out({"type": "message_update", "usage": USAGE, "assistantMessageEvent": start})
+    else:
+        out(
+            {
+                "type": "message_update",
+                "message": assistant(""),
+                "assistantMessageEvent": {
+                    "type": "text_start",
+                    "contentIndex": 0,
+                    "partial": assistant(""),
+                },
+            }
+        )
     text = ""
     next_at = time.monotonic()
     for _ in range(DELTAS):
@@ -71,13 +77,21 @@ def run() -> None:
             time.sleep(left)
         delta = f"{time.monotonic_ns()};"
         text += delta
+        if V16:
+            event = {"type": "text_delta", "contentIndex": 0, "delta": delta}
+            out({"type": "message_update", "usage": USAGE, "assistantMessageEvent": event})
+            continue
         msg = assistant(text)
         event = {"type": "text_delta", "contentIndex": 0, "delta": delta, "partial": msg}
         out({"type": "message_update", "message": msg, "assistantMessageEvent": event})
     msg = assistant(text)
     out({"type": "message_end", "message": msg})
     out({"type": "turn_end", "message": msg, "toolResults": []})
-    out({"type": "agent_end", "messages": [user, msg]})
+    if V16:
+        out({"type": "agent_end", "messages": [user, msg], "willRetry": False})
+        out({"type": "agent_settled", "aborted": False})
+    else:
+        out({"type": "agent_end", "messages": [user, msg]})
 
 
 def main() -> None:
@@ -86,6 +100,8 @@ def main() -> None:
         cmd = json.loads(line)
         kind, cid = cmd.get("type"), cmd.get("id")
         data: dict[str, Any] | None = {"isStreaming": streaming} if kind == "get_state" else None
+        if kind == "prompt" and V16:
+            data = {"disposition": "started"}
         reply = {"type": "response", "id": cid, "command": kind, "success": True}
         out({**reply, "data": data} if data is not None else reply)
         if kind == "prompt":

@@ -125,6 +125,8 @@ def _result(proc: subprocess.Popen[str]) -> list[float]:
 def mule_latencies(exe: str, deltas: int, interval_us: int) -> list[float]:
     """Microseconds from each delta line's write to its frame's arrival, through mule.serve."""
     env = {"FAKE_PI_DELTAS": str(deltas), "FAKE_PI_INTERVAL_US": str(interval_us)}
+    if "FAKE_PI_PROTOCOL" in os.environ:  # the stand-in's protocol: 1.6 (default) or 0.73
+        env["FAKE_PI_PROTOCOL"] = os.environ["FAKE_PI_PROTOCOL"]
     bridge = BridgeConfig(provider="local", model="fake", executable=exe, env=env)
     app = create_app(ServerConfig(bridge=bridge, token=TOKEN, client_queue=1 << 16))
     with serving(app) as port, client("mule", f"ws://127.0.0.1:{port}/ws", TOKEN) as proc:
@@ -259,10 +261,13 @@ def record_real_pi(pieces: int, tmp: Path, warm: int = 0) -> Recording:
                     proc.stdin.flush()
                     lines, stamps = [], []
                     cpu = _cpu_seconds(proc.pid)
+                    end = b'{"type":"agent_end"'  # pi >= 1.1 writes agent_settled after it
                     for raw in proc.stdout:
                         stamps.append(time.perf_counter())
                         lines.append(raw)
-                        if raw.startswith(b'{"type":"agent_end"'):
+                        if len(lines) == 1 and b'"disposition"' in raw:
+                            end = b'{"type":"agent_settled"'
+                        if raw.startswith(end):
                             break
                     cpu = _cpu_seconds(proc.pid) - cpu
                 proc.stdin.close()

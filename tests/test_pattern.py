@@ -7,9 +7,6 @@ patterns and texts; what RE2 cannot express (backreferences, lookaround) is a `T
 
 from __future__ import annotations
 
-import json
-import shutil
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,6 +22,7 @@ from mule.pi._content import ToolCall
 from mule.pi._context import Tool
 from mule.pi._pattern import pattern_problem, search
 from mule.pi.scripted import Call, ScriptedModel, reply
+from tests.node import NodeLines
 
 REPO = Path(__file__).resolve().parent.parent
 NODE_SCRIPT = REPO / "tests" / "node" / "regex.mjs"
@@ -173,35 +171,16 @@ CASES: list[tuple[str, list[str]]] = [
 ]
 
 
-class JsRegex:
+class JsRegex(NodeLines):
     """pi-schema's `sharedRegex` in a Node process, one case per line."""
 
     def __init__(self) -> None:
-        node = shutil.which("node")
-        assert node is not None, "node is required for the pi differential tests"
-        self.proc = subprocess.Popen(
-            [node, str(NODE_SCRIPT)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-            encoding="utf-8",
-            errors="surrogatepass",
-        )
+        super().__init__(NODE_SCRIPT)
 
     def matches(self, pattern: str, texts: list[str]) -> list[bool] | None:
-        assert self.proc.stdin is not None
-        assert self.proc.stdout is not None
-        self.proc.stdin.write(json.dumps({"pattern": pattern, "texts": texts}) + "\n")
-        self.proc.stdin.flush()
-        result = json.loads(self.proc.stdout.readline())
+        """Return which texts the pattern matches in JavaScript (None: it does not compile)."""
+        result = self.ask({"pattern": pattern, "texts": texts})
         return result["matches"] if result["ok"] else None
-
-    def close(self) -> None:
-        assert self.proc.stdin is not None
-        assert self.proc.stdout is not None
-        self.proc.stdin.close()
-        self.proc.wait(timeout=30)
-        self.proc.stdout.close()
 
 
 @pytest.fixture(scope="module")

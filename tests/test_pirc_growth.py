@@ -225,3 +225,52 @@ def test_parse_counts_and_logs_bad_lines_as_parse_record_does() -> None:
     assert decoder.parse(b"   ", stats) is None
     assert decoder.parse(b'{"type":"agent_start"}', stats) == {"type": "agent_start"}
     assert (stats.bad_lines, stats.deep_lines) == (1, 1)
+
+
+USAGES = st.sampled_from(
+    [
+        {"input": 0, "output": 0, "totalTokens": 0, "cost": {"input": 0, "total": 0}},
+        {"input": 12, "output": 30, "reasoning": 0, "cost": {"total": 0.5, "totalFromProvider": 0}},
+        {"cost": {}},
+        {"input": 1, "cost": {"total": 1e-7}, "cacheWrite1h": 2},
+        {"input": "x", "cost": {"a": [1, {"b": 2}]}},  # not pi's shape: decoded in full
+        {},  # no cost: decoded in full
+    ]
+)
+
+
+@st.composite
+def delta_streams(draw: st.DrawFn) -> list[bytes]:
+    """Draw pi >= 0.84 update lines (a delta and the usage so far), some near it, some damaged."""
+    ascii_only = draw(st.booleans())
+    out: list[bytes] = []
+    for _ in range(draw(st.integers(1, 10))):
+        kind = draw(st.sampled_from(["text_delta", "thinking_delta", "toolcall_delta", "text_end"]))
+        index = draw(st.sampled_from([0, 1, 12, -1, 10**10]))
+        event: dict[str, Any] = {"type": kind, "contentIndex": index, "delta": draw(PIECES)}
+        if draw(st.booleans()):
+            event = dict(reversed(list(event.items())))  # another key order: decoded in full
+        rec = {"type": "message_update", "usage": draw(USAGES), "assistantMessageEvent": event}
+        text = json.dumps(rec, separators=(",", ":"), ensure_ascii=ascii_only)
+        out.append(damaged(draw, text.encode("utf-8", "surrogatepass")))
+    return out
+
+
+@given(delta_streams())
+def test_delta_updates_decode_as_json_loads_does(lines: list[bytes]) -> None:
+    """Pi 1.6.0's delta lines, intact, changed or damaged: json.loads's value, or LineError."""
+    check_stream(lines)
+
+
+def test_a_repeated_usage_is_decoded_once_and_shared() -> None:
+    """Consecutive delta lines with the same usage share its value (records are read-only)."""
+    path = Path(__file__).parent / "pirc" / "recorded" / "pi-1.6.0" / "thinking.jsonl"
+    decoder = LineDecoder()
+    records = [decoder.decode(line) for line in path.read_bytes().splitlines()]
+    deltas = [
+        r for r in records if r.get("assistantMessageEvent", {}).get("type", "").endswith("_delta")
+    ]
+    assert len(deltas) > 3
+    assert all(r == json.loads(json.dumps(r)) for r in records)
+    usages = {id(r["usage"]) for r in deltas}
+    assert len(usages) < len(deltas)

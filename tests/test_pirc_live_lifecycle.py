@@ -11,7 +11,7 @@ import pytest
 from mule.effects import MessageUpdate, RunEnd
 from mule.pirc import Bridge, BridgeEvent, ExtensionUIRequest
 from mule.testing.fake_openai import FakeOpenAI, chat_text, openai_error
-from tests.pirc.helpers import HERE, assert_reaped, config, make_home, pi_available
+from tests.pirc.helpers import HERE, assert_reaped, both_pis, config, make_home, pi_available
 
 pytestmark = [
     pytest.mark.slow,
@@ -29,12 +29,15 @@ def fake() -> Iterator[FakeOpenAI]:
 
 
 @pytest.mark.anyio
-async def test_abort_then_prompt_gets_the_new_answer(fake: FakeOpenAI, tmp_path: Path) -> None:
+@pytest.mark.parametrize("pi", both_pis())
+async def test_abort_then_prompt_gets_the_new_answer(
+    fake: FakeOpenAI, tmp_path: Path, pi: str
+) -> None:
     """`await b.abort(); await b.run("Try again")` returns the new answer, not the aborted one."""
     fake.reset()
     dirs = make_home(tmp_path, fake.base_url)
     with anyio.fail_after(60):
-        async with Bridge(config(dirs)) as b:
+        async with Bridge(config(dirs, executable=pi)) as b:
             fake.push(chat_text("z" * 400, pieces=200, delay_ms=20), chat_text("fresh answer"))
             with b.subscribe() as sub:
                 first = await b.prompt("ramble")
@@ -88,13 +91,16 @@ LONG_BACKOFF = {
 
 
 @pytest.mark.anyio
-async def test_abort_retry_in_the_backoff_cancels_the_job(fake: FakeOpenAI, tmp_path: Path) -> None:
+@pytest.mark.parametrize("pi", both_pis())
+async def test_abort_retry_in_the_backoff_cancels_the_job(
+    fake: FakeOpenAI, tmp_path: Path, pi: str
+) -> None:
     """abort_retry during pi's backoff: the job ends `cancelled`, the next prompt is new."""
     fake.reset()
     dirs = make_home(tmp_path, fake.base_url, retry=LONG_BACKOFF)
     fake.push(openai_error(503, "overloaded"), chat_text("fresh answer"))
     with anyio.fail_after(60):
-        async with Bridge(config(dirs)) as b:
+        async with Bridge(config(dirs, executable=pi)) as b:
             job = await b.prompt("flaky")
             while job.state.phase != "retrying":
                 await job.changed.wait()

@@ -450,7 +450,7 @@ async def test_simple_budget_thinking_and_oauth_headers() -> None:
         request = server.requests[0]
     body = request.json()
     assert body["thinking"] == {"type": "enabled", "budget_tokens": 8192, "display": "summarized"}
-    assert body["max_tokens"] == 32000 + 8192
+    assert body["max_tokens"] == 64000  # the model's cap (Pi 1.6.0 no longer caps at 32000)
     assert "temperature" not in body
     assert request.headers["authorization"] == "Bearer sk-ant-oat01-abc"
     assert "x-api-key" not in request.headers
@@ -463,7 +463,8 @@ async def test_simple_adaptive_thinking_and_disabled_thinking() -> None:
     """Adaptive models get an effort; no level sends thinking disabled and keeps temperature."""
     replies = (sse_reply(message(text_block(0, "x"))), sse_reply(message(text_block(0, "y"))))
     async with serve_script(*replies) as server:
-        adaptive = model_at(server, "claude-opus-4-6")
+        # Pi 1.6.0 asks the model (its catalogue's compat), not the id, for adaptive thinking.
+        adaptive = model_at(server, "claude-opus-4-6", compat={"forceAdaptiveThinking": True})
         await collect(stream_simple_anthropic(adaptive, ctx(), opts(reasoning="minimal")))
         plain = model_at(server, "claude-sonnet-4-5")
         await collect(stream_simple_anthropic(plain, ctx(), opts(temperature=0.2)))

@@ -322,7 +322,7 @@ async def test_simple_thinking_config_by_level_and_budget() -> None:
         await collect(stream_simple_google(g25, ctx(), opts()))
         bodies = [r.json()["generationConfig"] for r in server.requests]
     assert bodies[0]["thinkingConfig"] == {"includeThoughts": True, "thinkingLevel": "LOW"}
-    assert bodies[0]["maxOutputTokens"] == 32000
+    assert bodies[0]["maxOutputTokens"] == 65536  # the model's cap, fitted into its window
     assert bodies[1]["thinkingConfig"] == {"includeThoughts": True, "thinkingBudget": 32768}
     assert bodies[2]["thinkingConfig"] == {"includeThoughts": True, "thinkingBudget": 777}
     assert bodies[3]["thinkingConfig"] == {"thinkingBudget": 0}

@@ -136,7 +136,7 @@ async def test_text_stream_events_usage_and_request(fake: FakeOpenAI) -> None:
     assert sent["stream"] is True
     assert sent["stream_options"] == {"include_usage": True}
     assert sent["store"] is False
-    assert sent["max_completion_tokens"] == 32000  # min(model.max_tokens, 32000)
+    assert sent["max_completion_tokens"] == 64000  # the model's cap (no 32000 cap since 1.x)
     assert fake.requests[-1]["headers"]["authorization"] == "Bearer sk-test"
     assert fake.requests[-1]["path"] == "/v1/chat/completions"
 
@@ -602,11 +602,8 @@ async def test_compat_switches_shape_the_body(fake: FakeOpenAI) -> None:
     [
         ("openai", {"reasoning_effort": "medium", "store": False}),
         ("xai", {}),  # grok: no store, no reasoning_effort
-        # Pi detects DeepSeek's non-standard store by URL only, its thinking format by provider.
-        (
-            "deepseek",
-            {"thinking": {"type": "enabled"}, "reasoning_effort": "medium", "store": False},
-        ),
+        # Pi 1.6.0 knows DeepSeek by provider or URL: no store, its own thinking format.
+        ("deepseek", {"thinking": {"type": "enabled"}, "reasoning_effort": "medium"}),
         ("openrouter", {"reasoning": {"effort": "medium"}, "store": False}),
         ("zai", {"enable_thinking": True}),
     ],

@@ -1,4 +1,4 @@
-"""Mule's Anthropic and Google providers and Pi 1.6.0's (run under Node) on the same replies.
+"""Mule's providers and Pi 1.6.0's (run under Node) on the same replies and requests.
 
 Each case is served twice by the same scripted fake vendor server: once to pi-ai 1.6.0's API
 module, once to mule's provider. Event types, the final message (key order included) and the
@@ -16,13 +16,15 @@ import anyio
 import pytest
 
 from mule.pi._codec import to_wire
-from mule.pi._context import Context, StreamOptions
+from mule.pi._content import ImageContent, TextContent, ThinkingContent, ToolCall
+from mule.pi._context import Context, StreamOptions, Tool
 from mule.pi._events import DoneEvent, ErrorEvent
-from mule.pi._messages import UserMessage
-from mule.pi._model import Model, ModelCost
+from mule.pi._messages import AssistantMessage, ToolResultMessage, Usage, UserMessage
+from mule.pi._model import Model, ModelCost, ThinkingLevel
 from mule.pi.providers import stream_simple
 from mule.testing import fake_anthropic as fa
 from mule.testing import fake_google as fg
+from mule.testing.fake_openai import FakeOpenAI, chat_text, responses_text
 from tests.test_codec import key_order
 
 PI_AI = Path(__file__).parent.parent / "node" / "node_modules" / "@earendil-works" / "pi-ai"
@@ -170,3 +172,152 @@ async def test_anthropic_matches_pi() -> None:
 async def test_google_matches_pi() -> None:
     """Thoughts, text, a function call, usage, finish reasons and an HTTP error."""
     await _run("google-generative-ai", GOOGLE, "AIza-test")
+
+
+IMAGE = (
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42"
+    "mP8/5+hHgAHggJ/PchI7wAAAABJRU5ErkJggg=="
+)
+# How each API signs a thinking block it will replay.
+_SIGNATURES = {
+    "openai-completions": "reasoning_content",
+    "openai-responses": (
+        '{"type":"reasoning","id":"rs_1","summary":[{"type":"summary_text","text":"h"}]}'
+    ),
+    "anthropic-messages": "c2ln",
+    "google-generative-ai": "AAAA",
+}
+
+
+def _history(model: Model) -> Context:
+    """Return a transcript with thinking, text, a tool call, its result, images and a tool."""
+    tool = Tool(
+        "read",
+        "Read a file",
+        {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]},
+    )
+    answer = AssistantMessage(
+        (
+            ThinkingContent("hm", _SIGNATURES[model.api]),
+            TextContent("Let me look."),
+            ToolCall("call_1", "read", {"path": "/a"}),
+        ),
+        model.api,
+        model.provider,
+        model.id,
+        Usage(),
+        "toolUse",
+        2,
+    )
+    result = ToolResultMessage(
+        "call_1", "read", (TextContent("contents"), ImageContent(IMAGE, "image/png")), False, 3
+    )
+    more = UserMessage((TextContent("and this"), ImageContent(IMAGE, "image/png")), 4)
+    return Context((UserMessage("hi", 1), answer, result, more), "sys", (tool,))
+
+
+def _served(api: str) -> tuple[Any, Any]:
+    """Return a fake server for `api` and one plain reply for it."""
+    if api == "openai-completions":
+        return FakeOpenAI(), chat_text("ok")
+    if api == "openai-responses":
+        return FakeOpenAI(), responses_text("ok")
+    if api == "anthropic-messages":
+        return fa.serve_script(), fa.sse_reply(fa.message(fa.text_block(0, "ok")))
+    return fa.serve_script(), fg.sse_reply([fg.chunk(fg.text("ok"), finish="STOP")])
+
+
+def _body(request: Any) -> Any:
+    return request["body"] if isinstance(request, dict) else json.loads(request.body)
+
+
+@pytest.mark.pi
+@pytest.mark.slow
+@pytest.mark.anyio
+@pytest.mark.parametrize("api", list(_SIGNATURES))
+@pytest.mark.parametrize("reasoning", ["low", "high"])
+async def test_requests_with_history_match_pi(api: str, reasoning: ThinkingLevel) -> None:
+    """A transcript with thinking, tools, results and images is sent as Pi 1.6.0 sends it."""
+    node = shutil.which("node")
+    if node is None or not PI_AI.is_dir():
+        pytest.skip("node or node/node_modules is missing (run ./dev setup)")
+    server, reply = _served(api)
+    async with server as srv:
+        url = srv.base_url if isinstance(srv, FakeOpenAI) else srv.url
+        provider = {"anthropic-messages": "anthropic", "google-generative-ai": "google"}
+        model = Model(
+            {
+                "anthropic-messages": "claude-sonnet-4-5",
+                "google-generative-ai": "gemini-2.5-flash",
+            }.get(api, "gpt-fake"),
+            "M",
+            api,
+            provider.get(api, "openai"),
+            url,
+            reasoning=True,
+            input=("text", "image"),
+            cost=ModelCost(1.0, 2.0, 0.1, 0.2),
+            # A cap above what the window leaves: Pi fits max_tokens into the context window.
+            context_window=40_000,
+            max_tokens=64_000,
+        )
+        context = _history(model)
+        srv.push(reply)
+        case = {
+            "model": to_wire(model),
+            "context": {
+                "systemPrompt": "sys",
+                "messages": [to_wire(m) for m in context.messages],
+                "tools": [to_wire(t) for t in context.tools or ()],
+            },
+            "options": {"apiKey": "k", "maxRetries": 0, "reasoning": reasoning, "sessionId": "s"},
+        }
+        done = await anyio.run_process(
+            [node, "--input-type=module", "-e", NODE_SCRIPT, str(PI_AI), json.dumps([case])]
+        )
+        assert json.loads(done.stdout)["types"][-1] == "done"
+        pi_body = _body(srv.requests[0])
+        srv.push(reply)
+        options = StreamOptions(api_key="k", max_retries=0, reasoning=reasoning, session_id="s")
+        with anyio.fail_after(10):
+            events = [ev async for ev in stream_simple(model, context, options)]
+        assert events[-1].type == "done"
+        assert _body(srv.requests[1]) == pi_body
+
+
+_AFFINITY = ("session_id", "x-session-id", "x-client-request-id", "x-session-affinity")
+
+
+@pytest.mark.pi
+@pytest.mark.slow
+@pytest.mark.anyio
+@pytest.mark.parametrize("provider", ["openrouter", "openai"])
+async def test_session_affinity_headers_match_pi(provider: str) -> None:
+    """OpenRouter gets Pi's `x-session-id`; other hosts none by default; bodies agree too."""
+    node = shutil.which("node")
+    if node is None or not PI_AI.is_dir():
+        pytest.skip("node or node/node_modules is missing (run ./dev setup)")
+    async with FakeOpenAI() as fake:
+        model = Model("m", "M", "openai-completions", provider, fake.base_url, max_tokens=100)
+        user = UserMessage("hi", 1)
+        fake.push(chat_text("ok"))
+        case = {
+            "model": to_wire(model),
+            "context": {"messages": [to_wire(user)]},
+            "options": {"apiKey": "k", "maxRetries": 0, "sessionId": "sess-1"},
+        }
+        await anyio.run_process(
+            [node, "--input-type=module", "-e", NODE_SCRIPT, str(PI_AI), json.dumps([case])]
+        )
+        fake.push(chat_text("ok"))
+        options = StreamOptions(api_key="k", max_retries=0, session_id="sess-1")
+        with anyio.fail_after(10):
+            _ = [ev async for ev in stream_simple(model, Context((user,)), options)]
+        pi, mine = fake.requests
+        lowered = [{k.lower(): v for k, v in r["headers"].items()} for r in (pi, mine)]
+        assert [{k: h.get(k) for k in _AFFINITY} for h in lowered] == [
+            {k: lowered[0].get(k) for k in _AFFINITY}
+        ] * 2
+        assert mine["body"] == pi["body"]
+        if provider == "openrouter":
+            assert lowered[1].get("x-session-id") == "sess-1"

@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import ast
-import json
 import re
-import shutil
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,6 +22,7 @@ from mule.pi._retry import (
     is_retryable_assistant_error,
     retry_delay_ms,
 )
+from tests.node import NodeLines
 
 
 def failed(text: str | None, stop: StopReason = "error") -> AssistantMessage:
@@ -202,36 +200,15 @@ PI_AGENT_SESSION = (
 NODE_SCRIPT = REPO / "tests/node/retry.mjs"
 
 
-class PiRetry:
+class PiRetry(NodeLines):
     """A long-lived Node process answering pi-ai 1.6.0's retry questions, one JSON line each."""
 
     def __init__(self) -> None:
-        node = shutil.which("node")
-        assert node is not None, "node is required for the pi differential tests"
-        self._proc = subprocess.Popen(
-            [node, str(NODE_SCRIPT)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-            encoding="utf-8",
-            cwd=REPO,
-        )
+        super().__init__(NODE_SCRIPT)
 
-    def ask(self, case: dict[str, Any]) -> Any:
+    def ask(self, question: object) -> Any:
         """Return Node's answer to one case."""
-        assert self._proc.stdin is not None
-        assert self._proc.stdout is not None
-        self._proc.stdin.write(json.dumps(case) + "\n")
-        self._proc.stdin.flush()
-        return json.loads(self._proc.stdout.readline())["result"]
-
-    def close(self) -> None:
-        """Stop the Node process."""
-        assert self._proc.stdin is not None
-        assert self._proc.stdout is not None
-        self._proc.stdin.close()
-        self._proc.wait(timeout=10)
-        self._proc.stdout.close()
+        return super().ask(question)["result"]
 
 
 @pytest.fixture(scope="module")

@@ -26,7 +26,18 @@ from mule.effects._identity import MuleIdentity
 from mule.pi._content import TextContent
 from mule.pi._events import TextDeltaEvent
 from mule.pi._messages import ZERO_USAGE, AssistantMessage
-from mule.pirc import BridgeConfig, ExtensionUIRequest
+from mule.pirc import (
+    AgentEnd,
+    AgentSettled,
+    BashExecutionUpdate,
+    BridgeConfig,
+    BridgeEvent,
+    EntryAppended,
+    ExtensionUIRequest,
+    SummarizationRetryAttemptStart,
+    SummarizationRetryFinished,
+    SummarizationRetryScheduled,
+)
 from mule.serve import CLOSE_UNAUTHORIZED, ClientQueue, ServerConfig, is_loopback, main
 from mule.serve._jobs import JobRequestError, job_config
 from mule.serve._wire import Frame, bridge_event_to_wire, control, encode_event
@@ -250,6 +261,27 @@ def test_bridge_events_have_a_camel_case_json_form() -> None:
         "data": {"title": "Pick", "options": ["a", "b"]},
         "expectsAnswer": True,
     }
+
+
+def test_every_pass_through_event_has_a_json_form() -> None:
+    """Pi 1.6.0's new events encode too (typed, camelCase), whether forwarded or not."""
+    events: list[BridgeEvent] = [
+        AgentSettled(run=RUN, aborted=True),
+        EntryAppended(run=None, entry={"type": "context_edit", "id": "e1"}),
+        BashExecutionUpdate(run=None, id="b1", delta="out\n"),
+        SummarizationRetryScheduled(
+            run=RUN, attempt=1, max_attempts=3, delay_ms=20, error_message="503"
+        ),
+        SummarizationRetryAttemptStart(run=RUN, source="compaction", reason="threshold"),
+        SummarizationRetryFinished(run=RUN),
+        AgentEnd(run=RUN, messages=(), will_retry=True),
+    ]
+    wires = [bridge_event_to_wire(ev) for ev in events]
+    assert [w["type"] for w in wires] == [ev.type for ev in events]
+    assert wires[0]["aborted"] is True
+    assert wires[2] == {"type": "bash_execution_update", "run": None, "id": "b1", "delta": "out\n"}
+    assert wires[3]["maxAttempts"] == 3
+    assert wires[6]["willRetry"] is True
 
 
 def test_message_update_streams_compact_and_snapshots_in_full() -> None:

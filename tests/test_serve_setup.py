@@ -20,7 +20,7 @@ from mule.pirc import project_pi
 from mule.serve import PI_INSTALL, ServerConfig, SetupError, child_environment, main
 from mule.serve._cli import build_parser, prepare
 from mule.serve._setup import check_pi, find_pi, make_agent_dir, model_setup
-from tests.pirc.helpers import PI, PI_CURRENT, PI_SCRIPT, pi_available
+from tests.pirc.helpers import PI, PI_CURRENT, PI_LEGACY, PI_SCRIPT, pi_available
 from tests.pirc.old_node import OLD_NODE
 from tests.serve.fixtures import TOKEN
 
@@ -153,8 +153,9 @@ def test_a_missing_or_broken_pi_is_refused_with_the_install_command(tmp_path: Pa
 @needs_pi
 def test_the_real_pi_answers_its_version() -> None:
     """The installed pis pass the start-up check (as `./dev setup` installs them)."""
-    assert check_pi(PI, "test", dict(os.environ)).version == "0.73.1"
+    assert check_pi(PI, "test", dict(os.environ)).version == "1.6.0"
     assert check_pi(PI_CURRENT, "test", dict(os.environ)).version == "1.6.0"
+    assert check_pi(PI_LEGACY, "test", dict(os.environ)).version == "0.73.1"
 
 
 def test_the_install_hint_names_the_pi_that_works_and_its_node() -> None:

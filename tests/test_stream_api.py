@@ -72,14 +72,14 @@ async def _consume(
 
 def _untimed(value: Any) -> Any:
     if isinstance(value, dict):
-        return {k: _untimed(v) for k, v in value.items() if k != "timestamp"}
+        return {k: _untimed(v) for k, v in value.items() if k not in ("timestamp", "durationMs")}
     if isinstance(value, list):
         return [_untimed(v) for v in value]
     return value
 
 
 def _wire(events: list[MuleEvent]) -> list[Any]:
-    """Return the events' wire forms without timestamps (tool results are stamped by the clock)."""
+    """Return the events' wire forms without clock readings (timestamps, tool durations)."""
     return [_untimed(event_to_wire(e)) for e in events]
 
 

@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import gc
-import json
-import shutil
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,6 +16,7 @@ from mule.pi._content import ToolCall
 from mule.pi._context import Tool
 from mule.pi._js_values import js_number_to_string, js_stringify
 from mule.pi._json import JsonObject, JsonValue
+from tests.node import NodeLines
 
 REPO = Path(__file__).resolve().parent.parent
 NODE_SCRIPT = REPO / "tests" / "node" / "validate.mjs"
@@ -371,38 +369,16 @@ def test_js_stringify_orders_index_keys_first_and_escapes_like_js() -> None:
 # --- Differential: the real pi-ai validateToolArguments in Node ---
 
 
-class PiValidator:
+class PiValidator(NodeLines):
     """A long-lived Node process running pi-ai's validateToolArguments, one JSON line per case."""
 
     def __init__(self) -> None:
-        node = shutil.which("node")
-        assert node is not None, "node is required for the pi differential tests"
-        self._proc = subprocess.Popen(
-            [node, str(NODE_SCRIPT)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-            encoding="utf-8",
-            cwd=REPO,
-        )
+        super().__init__(NODE_SCRIPT)
 
     def run(self, schema: JsonObject, args: JsonObject) -> tuple[bool, str]:
         """Return (ok, JSON.stringify(value, null, 2) or the error message)."""
-        assert self._proc.stdin is not None
-        assert self._proc.stdout is not None
-        line = json.dumps({"name": "V", "schema": schema, "args": args}, allow_nan=False)
-        self._proc.stdin.write(line + "\n")
-        self._proc.stdin.flush()
-        reply = json.loads(self._proc.stdout.readline())
+        reply = self.ask({"name": "V", "schema": schema, "args": args})
         return (True, reply["value"]) if reply["ok"] else (False, reply["message"])
-
-    def close(self) -> None:
-        """Stop the Node process."""
-        assert self._proc.stdin is not None
-        assert self._proc.stdout is not None
-        self._proc.stdin.close()
-        self._proc.wait(timeout=10)
-        self._proc.stdout.close()
 
 
 @pytest.fixture(scope="module")

@@ -163,7 +163,7 @@ def build_parser(*, defaults: bool = True) -> argparse.ArgumentParser:
         "--provider-retries",
         type=int,
         metavar="N",
-        help="HTTP-level retries inside one model call (default: the provider's, as in Pi)",
+        help="HTTP-level retries inside one model call (default 0, as in Pi 1.6.0)",
     )
     run.add_argument(
         "--cwd", type=Path, default=Path("."), help="working directory for the tools (default .)"

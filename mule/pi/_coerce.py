@@ -163,6 +163,34 @@ def convert_literal(literal: Any, value: Any) -> Any:
     return result if result is not _ABSENT and same(result, literal) else value
 
 
+class _Edited:
+    """A JSON object copied on its first change, so a pass that changes nothing keeps the value."""
+
+    __slots__ = ("_out", "_value")
+
+    def __init__(self, value: dict[str, Any]) -> None:
+        self._value = value
+        self._out: dict[str, Any] | None = None
+
+    def current(self) -> dict[str, Any]:
+        """Return the object as edited so far (the original while nothing changed)."""
+        return self._value if self._out is None else self._out
+
+    def _copy(self) -> dict[str, Any]:
+        if self._out is None:
+            self._out = dict(self._value)
+        return self._out
+
+    def put(self, key: str, new: Any) -> None:
+        """Set `key` unless it already holds the same value."""
+        if not same(new, self.current().get(key, _ABSENT)):
+            self._copy()[key] = new
+
+    def drop(self, key: str) -> None:
+        """Remove `key`."""
+        self._copy().pop(key, None)
+
+
 def _map_items(items: list[Any], fn: Callable[[Any, int], Any]) -> list[Any]:
     out: list[Any] | None = None
     for i, item in enumerate(items):
@@ -306,18 +334,8 @@ class Coercer:
         if not patterns and additional is None and not is_schema_object(schema.get("properties")):
             return value
         required = list_at(schema, "required")
-        out: dict[str, Any] | None = None
-
-        def current() -> dict[str, Any]:
-            return value if out is None else out
-
-        def put(key: str, new: Any) -> None:
-            nonlocal out
-            if same(new, current().get(key, _ABSENT)):
-                return
-            if out is None:
-                out = dict(value)
-            out[key] = new
+        edit = _Edited(value)
+        put, current = edit.put, edit.current
 
         for key in js_keys(properties):
             if key not in value:
@@ -330,9 +348,7 @@ class Coercer:
                 and not is_ref
                 and self._passes(prop, b, None) is False
             ):
-                if out is None:
-                    out = dict(value)
-                out.pop(key, None)
+                edit.drop(key)
                 continue
             put(key, self._drop_optional_nulls(value[key], prop, b))
         if patterns or additional is not None:
@@ -545,18 +561,8 @@ class Coercer:
         patterns = [(compile_pattern(p), raw_patterns[p]) for p in js_keys(raw_patterns)]
         extra = schema.get("additionalProperties")
         additional = extra if is_schema_object(extra) else None
-        out: dict[str, Any] | None = None
-
-        def current() -> dict[str, Any]:
-            return value if out is None else out
-
-        def put(key: str, new: Any) -> None:
-            nonlocal out
-            if same(new, current().get(key, _ABSENT)):
-                return
-            if out is None:
-                out = dict(value)
-            out[key] = new
+        edit = _Edited(value)
+        put, current = edit.put, edit.current
 
         for key in js_keys(properties):
             if key in value:

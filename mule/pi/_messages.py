@@ -284,8 +284,9 @@ class SystemMessage:
     tools_added: tuple[Tool, ...] | None = None
     tools_removed: tuple[ToolReference, ...] | None = None
     role: ClassVar[Literal["system"]] = "system"
-    # Pi's key order (the interface's, and createInitialSystemMessage's).
-    __wire_order__ = ("content", "sections", "tools_added", "tools_removed", "timestamp")
+    # The agent loop's key order (its tool-change step adds the tool fields after the rest):
+    # every system message pi prints; only pi-ai's createInitialSystemMessage puts them first.
+    __wire_order__ = ("content", "sections", "timestamp", "tools_added", "tools_removed")
 
 
 Message: TypeAlias = SystemMessage | UserMessage | AssistantMessage | ToolResultMessage

@@ -6,7 +6,7 @@ from typing import final
 
 from attrs import frozen
 
-from mule.pi._json import JsonObject
+from mule.pi._json import JsonObject, JsonValue
 
 
 @final
@@ -18,12 +18,16 @@ class Tool:
         name: The name the model calls it by.
         description: What it does, for the model.
         parameters: The JSON Schema of its arguments (an object schema).
+        constrained_sampling: Pi 1.6.0's `constrainedSampling` (`false`, or how a provider
+            may constrain the call's arguments: `{type: "json_schema", strict}` or a
+            grammar), kept as JSON; None when absent.
 
     """
 
     name: str
     description: str
     parameters: JsonObject
+    constrained_sampling: JsonValue = None
 
 
 @final

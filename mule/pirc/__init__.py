@@ -23,11 +23,14 @@ from mule.pirc._config import (
 )
 from mule.pirc._events import (
     AgentEnd,
+    AgentSettled,
     AutoRetryEnd,
     AutoRetryStart,
+    BashExecutionUpdate,
     BridgeEvent,
     CompactionEnd,
     CompactionStart,
+    EntryAppended,
     ExtensionError,
     ExtensionUIRequest,
     JobResult,
@@ -35,30 +38,45 @@ from mule.pirc._events import (
     PassThroughEvent,
     PiMessage,
     QueueUpdate,
+    SummarizationRetryAttemptStart,
+    SummarizationRetryFinished,
+    SummarizationRetryScheduled,
 )
 from mule.pirc._framing import FrameStats, LineError, LineFramer, decode_line, parse_record
 from mule.pirc._growth import LineDecoder
 from mule.pirc._job_handle import Job
 from mule.pirc._mapper import EventMapper
+from mule.pirc._session_data import (
+    ClearedQueue,
+    Disposition,
+    SessionEntries,
+    SessionTree,
+    TreeNode,
+)
 from mule.pirc._subscription import Subscription
 
 __all__ = [
     "DEFAULT_MAX_LINE_BYTES",
     "DEFAULT_MAX_LINE_DEPTH",
     "AgentEnd",
+    "AgentSettled",
     "AutoRetryEnd",
     "AutoRetryStart",
+    "BashExecutionUpdate",
     "Bridge",
     "BridgeConfig",
     "BridgeError",
     "BridgeEvent",
     "BridgeStats",
     "BufferStats",
+    "ClearedQueue",
     "CommandFailed",
     "CommandTimeout",
     "CompactionEnd",
     "CompactionStart",
     "ConfigError",
+    "Disposition",
+    "EntryAppended",
     "EventBuffer",
     "EventCallback",
     "EventMapper",
@@ -77,9 +95,15 @@ __all__ = [
     "ProcessExited",
     "QueueMode",
     "QueueUpdate",
+    "SessionEntries",
+    "SessionTree",
     "StreamingBehavior",
     "Subscription",
+    "SummarizationRetryAttemptStart",
+    "SummarizationRetryFinished",
+    "SummarizationRetryScheduled",
     "ThinkingOption",
+    "TreeNode",
     "WriteTimeout",
     "decode_line",
     "default_pi_executable",

@@ -18,7 +18,7 @@ from typing import Any, final
 
 import anyio
 from anyio.abc import TaskGroup
-from attrs import define, field
+from attrs import define, evolve, field
 
 from mule.effects import MuleIdentity, RunEnd
 from mule.pi import ImageContent
@@ -54,6 +54,7 @@ from mule.pirc._job_commands import JobCommands
 from mule.pirc._job_handle import Job
 from mule.pirc._mapper import EventMapper
 from mule.pirc._process import PiProcess
+from mule.pirc._session_data import Disposition, disposition_of
 from mule.pirc._subscription import Subscribers, Subscription
 
 log = logging.getLogger("mule.pirc")
@@ -123,6 +124,8 @@ class Bridge(JobCommands):
         self._retry_aborts: dict[str, Job | None] = {}  # abort_retry id -> job in its backoff
         self._stopping = False
         self._spoke = False  # pi has written a stdout line: it is up and reads its commands
+        # pi ends each run with `agent_settled` (>= 1.1): learnt from its output, never configured
+        self._settles = False
         self._spawned_at = 0.0  # anyio clock when pi was spawned (the start of start_timeout)
         self._exiting = False
         self._exit_reason: str | None = None
@@ -306,27 +309,36 @@ class Bridge(JobCommands):
             log.exception("pi stdout: record not handled: %.200r", line)
 
     async def _on_response(self, r: Response) -> None:
+        disposition = disposition_of(r.data)
+        if disposition is not None and not self._settles:
+            self._settles = True  # pi >= 0.99 says what it did with a message
+            self._open_to_settle()
         if r.id is not None and r.id in self._barriers:
             barrier_job, token = self._barriers.pop(r.id)
             streaming = isinstance(r.data, Mapping) and r.data.get("isStreaming") is True
             await self._feed(barrier_job, BarrierPassed(token, streaming))
             return
         if r.id is not None and r.id in self._queued and r.success:
-            await self._on_queued(r.id, r.command)
+            await self._on_queued(r.id, r.command, disposition)
         if r.id is not None and r.id in self._retry_aborts:
             # Read in stdout order: pi answered while this job was (for all it wrote) in its
             # backoff, so the backoff's end, cancelled or not, is on its way.
             job = self._job
-            in_backoff = job is not None and job.state.phase == "retrying"
+            state = job.state if job is not None else None
+            in_backoff = state is not None and (
+                state.phase == "retrying"
+                # pi >= 1.1 ended it already ("Retry cancelled"): its agent_settled follows
+                or (state.settles and state.phase == "settling" and state.retry_error is not None)
+            )
             self._retry_aborts[r.id] = job if in_backoff else None
         if r.id is not None and r.id in self._stale_prompts:
             # A prompt answered after its caller gave up: its run is nobody's job but its own.
             self._stale_prompts.discard(r.id)
             self.stats.unmatched_responses += 1
             log.warning("pi answered prompt %s after its caller gave up", r.id)
-            if r.success:
+            if r.success and disposition in (None, "started"):
                 stale = self._job = self._new_job(fresh=True)
-                await self._feed(stale, Accepted())
+                await self._feed(stale, Accepted(disposition))
             return
         if not self._pending.answer(r):
             self.stats.unmatched_responses += 1
@@ -334,35 +346,55 @@ class Bridge(JobCommands):
         job = self._prompt_jobs.pop(r.id, None) if r.id is not None else None
         if job is not None and r.success and not job.done.is_set():
             self._job = job  # its answer comes just before its run: what follows is its
-            await self._feed(job, Accepted())
+            job.disposition = disposition
+            await self._feed(job, Accepted(disposition))
 
-    async def _on_queued(self, cid: str, command: str) -> None:
+    async def _on_queued(
+        self, cid: str, command: str, disposition: Disposition | None = None
+    ) -> None:
         """Decide, in stdout order, which job a queued message went to.
 
         pi took it into the job open when it was sent if that job had not reached its
-        `agent_end` yet. Otherwise pi found itself idle: a `prompt` with `streamingBehavior` then
-        starts a run of its own (a new job, from this line on); a steer or follow-up waits in
-        pi's queue for the next run (no job).
+        `agent_end` yet (pi >= 1.1: its `agent_settled`, as pi runs queued messages before it
+        settles). Otherwise pi found itself idle: a `prompt` with `streamingBehavior` then
+        starts a run of its own (a new job, from this line on; pi >= 0.99 answers `started`); a
+        steer or follow-up waits in pi's queue for the next run (no job), as does anything an
+        extension `handled`.
         """
         job = self._queued[cid]
-        if job is not None and job is self._job and job.state.phase not in ("settling", "done"):
+        if disposition is not None and disposition != "started":
+            joined = disposition == "queued" and job is not None and job is self._job
+            if not joined or job is None or job.state.phase == "done":
+                self._queued[cid] = None
+            return
+        if disposition is None and (
+            job is not None and job is self._job and job.state.phase not in ("settling", "done")
+        ):
             return
         if command == "prompt":
             fresh = self._job = self._new_job(fresh=True)
-            fresh.prompt_id = cid
+            fresh.prompt_id, fresh.disposition = cid, disposition
             self._queued[cid] = fresh
-            await self._feed(fresh, Accepted())
+            await self._feed(fresh, Accepted(disposition))
         else:
             self._queued[cid] = None
 
     async def _on_event(self, record: dict[str, Any]) -> None:
         kind = record.get("type")
         job = self._job
+        if not self._settles and (
+            kind == "agent_settled" or (kind == "agent_end" and "willRetry" in record)
+        ):
+            self._settles = True
+            self._open_to_settle()
         if kind == "agent_start" and (
-            job is None or job.done.is_set() or job.state.phase == "settling"
+            job is None
+            or job.done.is_set()
+            or (job.state.phase == "settling" and not job.state.settles)
         ):
             # pi started a run by itself (or the last job only waits for its barrier): a new
-            # job, so that no run is ever merged into a finished one.
+            # job, so that no run is ever merged into a finished one. (A pi that settles runs
+            # queued messages between `agent_end` and `agent_settled`: the same job.)
             job = self._job = self._new_job(fresh=True)
         events = self._mapper.map(record)
         for ev in events:
@@ -389,8 +421,16 @@ class Bridge(JobCommands):
 
     def _new_job(self, fresh: bool = False) -> Job:
         job = Job(self._mapper.begin(fresh), self.stop, self.config.job_timeout)
+        if self._settles:
+            job.advance(evolve(job.state, settles=True))
         self._open_jobs.add(job)
         return job
+
+    def _open_to_settle(self) -> None:
+        """Pi turned out to write `agent_settled`: open jobs end there, not at a barrier."""
+        for job in self._open_jobs:
+            if job.state.phase in ("waiting", "running", "retrying", "compacting"):
+                job.advance(evolve(job.state, settles=True))
 
     async def _send_barrier(self, bid: str) -> None:
         try:

@@ -23,12 +23,123 @@ class AgentEnd:
     Attributes:
         run: The job's run identity; None for an event pi wrote outside any job.
         messages: The attempt's new messages, as pi sent them (unknown roles stay raw JSON).
+        will_retry: Whether pi will retry the attempt (pi >= 0.81 says so; None: pi did not).
 
     """
 
     run: MuleIdentity | None
     messages: tuple[PiMessage, ...]
+    will_retry: bool | None = None
     type: ClassVar[Literal["agent_end"]] = "agent_end"
+
+
+@final
+@frozen(kw_only=True)
+class AgentSettled:
+    """pi's `agent_settled` (pi >= 1.1): the prompt's run and everything after it are over.
+
+    pi writes it once per run, after the last `agent_end` and any retry, compaction or queued
+    message that follows; the session is idle from here on.
+
+    Attributes:
+        run: The job's run identity; None for an event pi wrote outside any job.
+        aborted: Whether the run was aborted.
+
+    """
+
+    run: MuleIdentity | None
+    aborted: bool
+    type: ClassVar[Literal["agent_settled"]] = "agent_settled"
+
+
+@final
+@frozen(kw_only=True)
+class EntryAppended:
+    """pi appended an entry to its session (a context edit, a model change, ...).
+
+    Attributes:
+        run: The job's run identity; None for an event pi wrote outside any job.
+        entry: The session entry as raw JSON (`type`, `id`, `parentId`, ...).
+
+    """
+
+    run: MuleIdentity | None
+    entry: Mapping[str, Any]
+    type: ClassVar[Literal["entry_appended"]] = "entry_appended"
+
+
+@final
+@frozen(kw_only=True)
+class BashExecutionUpdate:
+    """Output of a running `bash` command (stdout and stderr merged), as it arrives.
+
+    Attributes:
+        run: The job's run identity; None for an event pi wrote outside any job.
+        id: The id of the `bash` command it belongs to, if pi names one.
+        delta: The new output.
+
+    """
+
+    run: MuleIdentity | None
+    id: str | None
+    delta: str
+    type: ClassVar[Literal["bash_execution_update"]] = "bash_execution_update"
+
+
+@final
+@frozen(kw_only=True)
+class SummarizationRetryScheduled:
+    """A summarisation request (compaction or branch summary) failed; pi retries it.
+
+    Attributes:
+        run: The job's run identity; None for an event pi wrote outside any job.
+        attempt: The retry about to start, from 1.
+        max_attempts: The most retries pi makes.
+        delay_ms: How long pi waits first, in milliseconds.
+        error_message: The failed request's error text.
+
+    """
+
+    run: MuleIdentity | None
+    attempt: int
+    max_attempts: int
+    delay_ms: int
+    error_message: str
+    type: ClassVar[Literal["summarization_retry_scheduled"]] = "summarization_retry_scheduled"
+
+
+@final
+@frozen(kw_only=True)
+class SummarizationRetryAttemptStart:
+    """pi's retry of a summarisation request starts.
+
+    Attributes:
+        run: The job's run identity; None for an event pi wrote outside any job.
+        source: What is being summarised: `"compaction"` or `"branchSummary"`.
+        reason: A compaction's reason (`manual`, `threshold`, `overflow`); None otherwise.
+
+    """
+
+    run: MuleIdentity | None
+    source: str
+    reason: str | None = None
+    type: ClassVar[Literal["summarization_retry_attempt_start"]] = (
+        "summarization_retry_attempt_start"
+    )
+
+
+@final
+@frozen(kw_only=True)
+class SummarizationRetryFinished:
+    """pi's retries of a summarisation request are over.
+
+    Attributes:
+        run: The job's run identity; None for an event pi wrote outside any job.
+
+    """
+
+    run: MuleIdentity | None
+    type: ClassVar[Literal["summarization_retry_finished"]] = "summarization_retry_finished"
 
 
 @final
@@ -256,6 +367,12 @@ class JobResult:
 
 PassThroughEvent: TypeAlias = (
     AgentEnd
+    | AgentSettled
+    | EntryAppended
+    | BashExecutionUpdate
+    | SummarizationRetryScheduled
+    | SummarizationRetryAttemptStart
+    | SummarizationRetryFinished
     | AutoRetryStart
     | AutoRetryEnd
     | CompactionStart
@@ -270,11 +387,14 @@ BridgeEvent: TypeAlias = MuleEvent | PassThroughEvent
 __all__ = [
     "DIALOG_METHODS",
     "AgentEnd",
+    "AgentSettled",
     "AutoRetryEnd",
     "AutoRetryStart",
+    "BashExecutionUpdate",
     "BridgeEvent",
     "CompactionEnd",
     "CompactionStart",
+    "EntryAppended",
     "ExtensionError",
     "ExtensionUIRequest",
     "JobResult",
@@ -282,4 +402,7 @@ __all__ = [
     "PassThroughEvent",
     "PiMessage",
     "QueueUpdate",
+    "SummarizationRetryAttemptStart",
+    "SummarizationRetryFinished",
+    "SummarizationRetryScheduled",
 ]

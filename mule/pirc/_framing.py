@@ -431,15 +431,20 @@ def decode_line(line: bytes, max_depth: int = DEFAULT_DEPTH) -> dict[str, Any]:
     return decode_other(line, max_depth)
 
 
+# pi >= 0.84's update: the delta and the usage so far, no response (no twin copies to share).
+_DELTA_UPDATE: Final = b'{"type":"message_update","usage":'
+
+
 def decode_other(line: bytes, max_depth: int = DEFAULT_DEPTH) -> dict[str, Any]:
     """Decode a record that is not a twin update (as `decode_line`), or raise `LineError`."""
     if nesting_exceeds(line, max_depth):
         raise LineError("too_deep", f"nested deeper than {max_depth} levels")
-    if line.startswith(_UPDATE):  # the hot record: most of pi's lines, and the longest
+    if line.startswith(_UPDATE) and not line.startswith(_DELTA_UPDATE):
+        # pi < 0.84's hot record: most of its lines, and the longest (its response, twice)
         update = _decode_update(line)
         if update is not None:
             return update
-    elif line.startswith(b'{"'):  # every other record pi writes
+    elif line.startswith(b'{"'):  # every other record pi writes (and pi >= 0.84's updates)
         compact = _decode_compact(line)
         if compact is not None:
             return compact

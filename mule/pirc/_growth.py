@@ -32,6 +32,22 @@ from mule.pirc._framing import (
 )
 
 _STRING: Final = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)  # a JSON string's extent
+# pi >= 0.84's streamed delta as pi writes it: the usage so far (an object holding one object,
+# `cost`), then the event, with a delta free of escapes. Anything else is decoded in full.
+_DELTA_PREFIX: Final = b'{"type":"message_update","usage":'
+_DELTA_EVENT: Final = b',"assistantMessageEvent":{"type":"'
+# The event after a known usage: the kind, the index and the delta.
+_DELTA_TAIL: Final = re.compile(
+    rb'(text_delta|thinking_delta|toolcall_delta)","contentIndex":(0|[1-9][0-9]{0,8}),'
+    rb'"delta":"([^"\\\x00-\x1f]*)"\}\}'
+)
+_KINDS: Final = {k.encode(): k for k in ("text_delta", "thinking_delta", "toolcall_delta")}
+_DELTA_LINE: Final = re.compile(
+    rb'\{"type":"message_update","usage":(\{[^{}"]*(?:"[a-zA-Z]+":[^{}"]*)*'
+    rb'"cost":\{[^{}]*\}[^{}]*\}),"assistantMessageEvent":\{"type":"'
+    rb'(text_delta|thinking_delta|toolcall_delta)","contentIndex":(0|[1-9][0-9]{0,8}),'
+    rb'"delta":"([^"\\\x00-\x1f]*)"\}\}'
+)
 _DELTA_END: Final = b'","partial":'
 _HIGH, _HIGH_END, _LOW, _LOW_END = "\ud800", "\udbff", "\udc00", "\udfff"
 _MESSAGE: Final = b'},"message":'
@@ -173,15 +189,23 @@ class LineDecoder:
 
     """
 
-    __slots__ = ("_ref", "grown", "max_depth")
+    __slots__ = ("_head", "_ref", "_usage", "grown", "max_depth")
 
     def __init__(self, max_depth: int = DEFAULT_DEPTH) -> None:
         self.max_depth = max_depth
         self.grown = 0
         self._ref: _Ref | None = None
+        # The last delta line's bytes up to its kind (its usage as pi wrote it), and that
+        # usage decoded (shared by the records that repeat it).
+        self._head = b"\x00"
+        self._usage: Any = None
 
     def decode(self, line: bytes) -> dict[str, Any]:
         """Decode one record as a JSON object, or raise `LineError` (never anything else)."""
+        if line.startswith(_DELTA_PREFIX):
+            record = self._delta_line(line)
+            if record is not None:
+                return record
         if self._ref is not None:
             record = self._grow(line, self._ref)
             if record is not None:
@@ -190,11 +214,56 @@ class LineDecoder:
 
     def parse(self, line: bytes, stats: FrameStats | None = None) -> dict[str, Any] | None:
         """Decode one record as `parse_record` does: log, count and return None for a bad one."""
+        if line.startswith(_DELTA_PREFIX):
+            record = self._delta_line(line)
+            if record is not None:
+                return record
         if self._ref is not None:
             record = self._grow(line, self._ref)
             if record is not None:
                 return record
         return parse_record(line, stats, decode=self._decode_full)
+
+    def _delta_line(self, line: bytes) -> dict[str, Any] | None:
+        """Decode a pi >= 0.84 delta line from its parts (as json.loads would), or None.
+
+        pi repeats one usage on line after line: a line that starts as the last one did (the
+        usage's bytes included) is matched from its event on; the usage is decoded only when
+        it changes, and the records share that value.
+        """
+        head = self._head
+        if line.startswith(head):
+            m = _DELTA_TAIL.fullmatch(line, len(head))
+            if m is None:
+                return None
+            kind, index, delta = m[1], m[2], m[3]
+        else:
+            full = _DELTA_LINE.fullmatch(line)
+            if full is None:
+                return None
+            raw = full[1]
+            try:
+                usage, end = scan_json(raw.decode("utf-8", "surrogatepass"), 0)
+            except (StopIteration, ValueError, RecursionError):
+                return None
+            if end != len(raw):
+                return None
+            self._usage = usage
+            self._head = _DELTA_PREFIX + raw + _DELTA_EVENT
+            kind, index, delta = full[2], full[3], full[4]
+        try:
+            text = delta.decode("utf-8", "surrogatepass")
+        except ValueError:
+            return None
+        return {
+            "type": "message_update",
+            "usage": self._usage,
+            "assistantMessageEvent": {
+                "type": _KINDS[kind],
+                "contentIndex": int(index),
+                "delta": text,
+            },
+        }
 
     def _decode_full(self, line: bytes) -> dict[str, Any]:
         if line.startswith(_UPDATE):

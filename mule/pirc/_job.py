@@ -5,6 +5,12 @@ pi may send several `agent_end`s for one prompt (auto-retry, overflow compaction
 after the `agent_end` that causes them, before it reads its next stdin line. So after each
 `agent_end` the bridge sends a barrier command (`get_state`); if its response arrives and nothing
 announced another attempt, the prompt is finished. No timers, no guessing.
+
+pi >= 1.1 says so itself: every run ends with `agent_settled`, after its last `agent_end` and
+whatever follows it (retries, compaction, queued messages that start another `agent_start`),
+and the answer to a prompt says whether it `started` a run. A job of such a pi (`settles`,
+learnt from pi's output: a `disposition`, `willRetry` or `agent_settled`) ends there, and
+barriers are not sent.
 """
 
 from __future__ import annotations
@@ -30,7 +36,13 @@ RETRY_CANCELLED: Final = "Retry cancelled"
 @final
 @frozen
 class Accepted:
-    """pi accepted the prompt (its `response` arrived)."""
+    """pi accepted the prompt (its `response` arrived), with pi's `disposition` if it gave one.
+
+    `started`: a run starts for it; `queued`: it went into the running one; `handled`: an
+    extension took it and no run starts (pi >= 0.99 says which; None: an older pi).
+    """
+
+    disposition: str | None = None
 
 
 @final
@@ -42,9 +54,18 @@ class AgentStarted:
 @final
 @frozen
 class AgentEnded:
-    """`agent_end` with this attempt's messages."""
+    """`agent_end` with this attempt's messages (and pi's `willRetry`, if it says)."""
 
     messages: tuple[PiMessage, ...]
+    will_retry: bool | None = None
+
+
+@final
+@frozen
+class RunSettled:
+    """`agent_settled` (pi >= 1.1): the run is over, retries and queued messages included."""
+
+    aborted: bool = False
 
 
 @final
@@ -103,6 +124,7 @@ JobInput: TypeAlias = (
     Accepted
     | AgentStarted
     | AgentEnded
+    | RunSettled
     | RetryStarted
     | RetryEnded
     | CompactionStarted
@@ -139,7 +161,12 @@ JobAction: TypeAlias = SendBarrier | Finish
 @final
 @frozen
 class JobState:
-    """Where a job stands; `messages` are those of the latest `agent_end`."""
+    """Where a job stands; `messages` are those of the latest `agent_end`.
+
+    `settles`: pi writes `agent_settled` (>= 1.1), which alone ends the job; no barriers.
+    `continued`: the current attempt is such a pi's continuation after an `agent_end` (queued
+    messages), not a retry: its messages add to the last attempt's.
+    """
 
     phase: Phase = "waiting"
     messages: tuple[PiMessage, ...] = ()
@@ -147,6 +174,8 @@ class JobState:
     barrier: int = 0
     aborted: bool = False
     retry_error: str | None = None
+    settles: bool = False
+    continued: bool = False
 
 
 def outcome_of(
@@ -186,14 +215,29 @@ def step(state: JobState, event: JobInput) -> tuple[JobState, tuple[JobAction, .
             return done, (Finish(outcome, state.messages, state.attempts, reason),)
         case AbortRequested():
             return evolve(state, aborted=True), ()
-        case Accepted():
+        case Accepted(disposition=disposition):
+            if disposition is not None:
+                state = evolve(state, settles=True)
+                if disposition == "handled" and phase == "waiting":
+                    return _finish(state)  # an extension took it: no run, no agent_settled
+                return state, ()
             # A prompt handled without an agent run (an extension command) ends at this barrier.
             return _barrier(state, phase) if phase == "waiting" else (state, ())
         case AgentStarted():
-            return evolve(state, phase="running", retry_error=None), ()
-        case AgentEnded(messages=messages):
-            settled = evolve(state, messages=messages, attempts=state.attempts + 1)
+            # A pi that settles goes on after an agent_end with what was queued too late for
+            # its last turn: the same attempt, continued (a retry comes from "retrying").
+            continued = phase == "settling" and state.settles and state.attempts > 0
+            return evolve(state, phase="running", retry_error=None, continued=continued), ()
+        case AgentEnded(messages=messages, will_retry=again):
+            if state.continued:
+                settled = evolve(state, messages=state.messages + messages, continued=False)
+            else:
+                settled = evolve(state, messages=messages, attempts=state.attempts + 1)
+            if again is not None or state.settles:
+                return evolve(settled, phase="settling", settles=True), ()
             return _barrier(settled, "settling")
+        case RunSettled(aborted=aborted):
+            return _finish(evolve(state, aborted=state.aborted or aborted))
         case RetryStarted():
             return evolve(state, phase="retrying"), ()
         case RetryEnded(success=ok, final_error=err):
@@ -204,15 +248,20 @@ def step(state: JobState, event: JobInput) -> tuple[JobState, tuple[JobAction, .
             # A cancelled backoff ends the job cancelled, whatever the host saw when it asked:
             # pi may read `abort_retry` in a backoff whose start the bridge has not read yet.
             cancelled = state.aborted or err == RETRY_CANCELLED
-            return _finish(evolve(state, retry_error=err, aborted=cancelled))
+            ended = evolve(state, retry_error=err, aborted=cancelled)
+            if state.settles:  # `agent_settled` follows
+                return evolve(ended, phase="settling"), ()
+            return _finish(ended)
         case CompactionStarted():
             return (evolve(state, phase="compacting"), ()) if phase == "settling" else (state, ())
         case CompactionEnded(will_retry=again):
             if phase != "compacting":
                 return state, ()
-            return (evolve(state, phase="retrying"), ()) if again else _finish(state)
+            if again:
+                return evolve(state, phase="retrying"), ()
+            return (evolve(state, phase="settling"), ()) if state.settles else _finish(state)
         case BarrierPassed(token=token, streaming=streaming):
-            if token != state.barrier:
+            if token != state.barrier or state.settles:
                 return state, ()
             if phase == "settling" or (phase == "waiting" and not streaming):
                 return _finish(state)
@@ -229,7 +278,11 @@ def job_input(
             return AgentStarted()
         case "agent_end":
             ends = [e for e in events if isinstance(e, AgentEnd)]
-            return AgentEnded(ends[0].messages if ends else ())
+            if not ends:
+                return AgentEnded(())
+            return AgentEnded(ends[0].messages, ends[0].will_retry)
+        case "agent_settled":
+            return RunSettled(record.get("aborted") is True)
         case "auto_retry_start":
             return RetryStarted()
         case "auto_retry_end":
@@ -259,6 +312,7 @@ __all__ = [
     "ProcessGone",
     "RetryEnded",
     "RetryStarted",
+    "RunSettled",
     "SendBarrier",
     "job_input",
     "outcome_of",

@@ -191,7 +191,10 @@ class JobCommands(SessionCommands):
             finally:
                 self._retry_aborts.pop(cid, None)
             if job is not None:
-                while job.state.phase == "retrying":
+                # (a pi that settles ends the cancelled backoff's job at its agent_settled)
+                while job.state.phase == "retrying" or (
+                    job.state.settles and job.state.phase == "settling"
+                ):
                     await job.changed.wait()
                 if job.state.phase == "done":
                     await job.done.wait()

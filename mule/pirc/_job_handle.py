@@ -12,6 +12,7 @@ from mule.effects import MuleIdentity
 from mule.pirc._commands import BridgeError, JobTimeout
 from mule.pirc._events import JobResult
 from mule.pirc._job import JobState
+from mule.pirc._session_data import Disposition
 
 
 @final
@@ -28,6 +29,8 @@ class Job:
         state: The job's state machine state (waiting, running, settling, retrying, compacting,
             done).
         prompt_id: The id of the `prompt` command that started it; None until it is sent.
+        disposition: What pi did with that prompt, once it answered (pi >= 0.99): `started`
+            a run, or `handled` it without one (an extension); None before or with an older pi.
 
     """
 
@@ -39,6 +42,7 @@ class Job:
         self.changed = anyio.Event()  # set (and replaced) at every change of `state`
         self.state = JobState()
         self.prompt_id: str | None = None
+        self.disposition: Disposition | None = None
         self._stop = stop
         self._timeout = timeout
         self._result: JobResult | None = None

@@ -9,10 +9,11 @@ machine decides the prompt is over, never at a (possibly retried) `agent_end`.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import logging
 from collections.abc import Callable, Mapping
-from typing import Any, Final, TypeAlias, cast, final
+from typing import Any, Final, TypeAlias, cast, final, get_args
 
 from attrs import evolve
 
@@ -40,6 +41,7 @@ from mule.pi import (
     AssistantMessageEvent,
     ImageContent,
     Message,
+    PartialSource,
     TextContent,
     TextDeltaEvent,
     TextEndEvent,
@@ -52,23 +54,30 @@ from mule.pi import (
     ToolCallEndEvent,
     ToolCallStartEvent,
     ToolResultMessage,
-    UserMessage,
+    Usage,
     WireError,
     decode,
     from_wire,
 )
+from mule.pirc._assembly import DeltaAssembly
 from mule.pirc._events import (
     AgentEnd,
+    AgentSettled,
     AutoRetryEnd,
     AutoRetryStart,
+    BashExecutionUpdate,
     BridgeEvent,
     CompactionEnd,
     CompactionStart,
+    EntryAppended,
     ExtensionError,
     ExtensionUIRequest,
     OtherPiEvent,
     PiMessage,
     QueueUpdate,
+    SummarizationRetryAttemptStart,
+    SummarizationRetryFinished,
+    SummarizationRetryScheduled,
 )
 
 log = logging.getLogger("mule.pirc")
@@ -86,6 +95,7 @@ LIFECYCLE_TYPES: frozenset[str] = frozenset(
         "tool_execution_update",
         "tool_execution_end",
         "agent_end",
+        "agent_settled",
         "auto_retry_start",
         "auto_retry_end",
         "compaction_start",
@@ -157,7 +167,9 @@ def _decode_partial(data: Mapping[str, Any]) -> AssistantMessage:
         )
 
 
-def _assistant_event(data: Mapping[str, Any], partial: WirePartial) -> AssistantMessageEvent | None:
+def _assistant_event(
+    data: Mapping[str, Any], partial: PartialSource
+) -> AssistantMessageEvent | None:
     kind = data.get("type")
     index = _int(data, "contentIndex")
     match kind:
@@ -192,9 +204,9 @@ def _assistant_event(data: Mapping[str, Any], partial: WirePartial) -> Assistant
     return None
 
 
-# (run, turn, message, partial's JSON, contentIndex, delta) -> [the update]
+# (run, turn, message, the response so far, contentIndex, delta) -> [the update]
 _MakeUpdate: TypeAlias = Callable[
-    [MuleIdentity, MuleIdentity, MuleIdentity, Mapping[str, Any], int, str], list[BridgeEvent]
+    [MuleIdentity, MuleIdentity, MuleIdentity, PartialSource, int, str], list[BridgeEvent]
 ]
 
 
@@ -207,11 +219,10 @@ def _delta_update_maker(
         run: MuleIdentity,
         turn: MuleIdentity,
         message: MuleIdentity,
-        data: Mapping[str, Any],
+        partial: PartialSource,
         index: int,
         delta: str,
     ) -> list[BridgeEvent]:
-        partial = WirePartial(data)
         event = cls(content_index=index, delta=delta, partial=partial)
         return [MessageUpdate(run=run, turn=turn, message=message, value=partial, event=event)]
 
@@ -223,6 +234,12 @@ _MAKE_DELTA: Final[dict[str, _MakeUpdate]] = {
     "text_delta": _delta_update_maker(TextDeltaEvent),
     "thinking_delta": _delta_update_maker(ThinkingDeltaEvent),
     "toolcall_delta": _delta_update_maker(ToolCallDeltaEvent),
+}
+# The block a delta grows (pi >= 0.84, where the bridge builds the response itself).
+_DELTA_BLOCK: Final[dict[str, str]] = {
+    "text_delta": "text",
+    "thinking_delta": "thinking",
+    "toolcall_delta": "toolCall",
 }
 
 
@@ -238,12 +255,27 @@ def _tool_result(data: Any, is_error: bool = False) -> MuleToolResult:
             )
         except WireError:
             continue
-    return MuleToolResult(content=tuple(blocks), is_error=is_error, details=data.get("details"))
+    usage: Usage | None = None
+    if data.get("usage") is not None:  # a tool that spent tokens itself (pi >= 0.84)
+        with contextlib.suppress(WireError):
+            usage = decode(Usage, data.get("usage"))
+    return MuleToolResult(
+        content=tuple(blocks),
+        is_error=is_error,
+        details=data.get("details"),
+        structured_content=data.get("structuredContent"),
+        usage=usage,
+    )
+
+
+# The roles mule's model has a class for (user, assistant, toolResult; more as it grows).
+_MESSAGE_CLASSES: Final = get_args(Message)
+_MESSAGE_ROLES: Final = frozenset(cls.role for cls in _MESSAGE_CLASSES)
 
 
 def decode_message(data: Any) -> PiMessage:
     """Decode one pi message; roles mule has no class for stay raw."""
-    if isinstance(data, Mapping) and data.get("role") in ("user", "assistant", "toolResult"):
+    if isinstance(data, Mapping) and data.get("role") in _MESSAGE_ROLES:
         try:
             return cast(Message, from_wire(Message, data))
         except WireError as exc:
@@ -265,6 +297,7 @@ class EventMapper:
         self._last_assistant: MuleIdentity | None = None
         self._superseded: dict[MuleIdentity, bool] = {}  # open runs a fresh one replaced
         self._args: dict[str, Mapping[str, Any]] = {}  # arguments of started tool calls, by id
+        self._stream: DeltaAssembly | None = None  # the streaming assistant message (pi >= 0.84)
 
     @property
     def run(self) -> MuleIdentity | None:
@@ -286,7 +319,7 @@ class EventMapper:
                 self._superseded[self._run] = self._run_started
             self._run = self._new("run", None)
             self._run_started = False
-            self._turn, self._message = None, None
+            self._turn, self._message, self._stream = None, None, None
             self._calls.clear()
         return self._run
 
@@ -304,7 +337,7 @@ class EventMapper:
         out: list[BridgeEvent] = [] if started else [RunStart(run=run)]
         out.append(RunEnd(run=run, terminal=self._new("terminal", run), outcome=outcome))
         if run == current:
-            self._run, self._turn, self._message = None, None, None
+            self._run, self._turn, self._message, self._stream = None, None, None, None
             self._calls.clear()
         return out
 
@@ -320,21 +353,40 @@ class EventMapper:
                 run is not None
                 and turn is not None
                 and ident is not None
-                and (type(raw) is dict or isinstance(raw, Mapping))
                 and (type(ame) is dict or isinstance(ame, Mapping))
             ):
-                make = _MAKE_DELTA.get(ame.get("type"))  # type: ignore[arg-type]
-                if make is not None:
-                    index, delta = ame.get("contentIndex"), ame.get("delta")
-                    if type(index) is not int:
-                        index = _int(ame, "contentIndex")
-                    if not isinstance(delta, str):
-                        delta = ""
-                    return make(run, turn, ident, raw, index, delta)
-                partial = WirePartial(raw)
-                event = _assistant_event(ame, partial)
-                if event is not None:
-                    return [MessageUpdate(run, turn, ident, partial, event)]
+                kind = ame.get("type")
+                make = _MAKE_DELTA.get(kind)  # type: ignore[arg-type]
+                if raw is None and (stream := self._stream) is not None:  # pi >= 0.84: a delta
+                    usage = data.get("usage")
+                    if usage is not stream.last_usage:  # the decoder shares a repeated one
+                        stream.usage(usage)
+                    if make is not None:
+                        index, delta = ame.get("contentIndex"), ame.get("delta")
+                        if type(index) is not int:
+                            index = _int(ame, "contentIndex")
+                        if type(delta) is not str:
+                            delta = ""
+                        snapshot = stream.append(index, _DELTA_BLOCK[kind], delta)  # type: ignore[index]
+                        return make(run, turn, ident, snapshot, index, delta)
+                    snapshot = stream.apply(ame)
+                    event = _assistant_event(ame, snapshot)
+                    if event is not None:
+                        return [MessageUpdate(run, turn, ident, snapshot, event)]
+                elif type(raw) is dict or isinstance(raw, Mapping):  # pi < 0.84: the partial
+                    if make is not None:
+                        index, delta = ame.get("contentIndex"), ame.get("delta")
+                        if type(index) is not int:
+                            index = _int(ame, "contentIndex")
+                        if not isinstance(delta, str):
+                            delta = ""
+                        partial = _new_object(WirePartial)  # WirePartial(raw)
+                        _set_wire_state(partial, raw)
+                        return make(run, turn, ident, partial, index, delta)
+                    partial = WirePartial(raw)
+                    event = _assistant_event(ame, partial)
+                    if event is not None:
+                        return [MessageUpdate(run, turn, ident, partial, event)]
             return [OtherPiEvent(run=run, data=data)]
         run = self._run
         match kind:
@@ -345,9 +397,52 @@ class EventMapper:
                 self._run_started = True
                 return [RunStart(run=run)]
             case "agent_end":
+                self._stream = None
                 raw = data.get("messages")
                 msgs = tuple(decode_message(m) for m in raw) if isinstance(raw, list) else ()
-                return [AgentEnd(run=run, messages=msgs)]
+                again = data.get("willRetry")
+                return [
+                    AgentEnd(
+                        run=run,
+                        messages=msgs,
+                        will_retry=again if isinstance(again, bool) else None,
+                    )
+                ]
+            case "agent_settled":
+                return [AgentSettled(run=run, aborted=data.get("aborted") is True)]
+            case "entry_appended":
+                entry = data.get("entry")
+                return [EntryAppended(run=run, entry=entry if isinstance(entry, Mapping) else {})]
+            case "bash_execution_update":
+                bash_id = data.get("id")
+                return [
+                    BashExecutionUpdate(
+                        run=run,
+                        id=bash_id if isinstance(bash_id, str) else None,
+                        delta=_str(data, "delta"),
+                    )
+                ]
+            case "summarization_retry_scheduled":
+                return [
+                    SummarizationRetryScheduled(
+                        run=run,
+                        attempt=_int(data, "attempt"),
+                        max_attempts=_int(data, "maxAttempts"),
+                        delay_ms=_int(data, "delayMs"),
+                        error_message=_str(data, "errorMessage"),
+                    )
+                ]
+            case "summarization_retry_attempt_start":
+                reason = data.get("reason")
+                return [
+                    SummarizationRetryAttemptStart(
+                        run=run,
+                        source=_str(data, "source"),
+                        reason=reason if isinstance(reason, str) else None,
+                    )
+                ]
+            case "summarization_retry_finished":
+                return [SummarizationRetryFinished(run=run)]
             case "turn_start":
                 if run is None:
                     run = self.begin()
@@ -436,7 +531,11 @@ class EventMapper:
             return [OtherPiEvent(run=run, data=data)]
         role = raw.get("role")
         msg = decode_message(raw)
-        if not isinstance(msg, UserMessage | AssistantMessage | ToolResultMessage):
+        if role == "assistant":
+            self._stream = None
+            if kind == "message_start" and isinstance(msg, AssistantMessage):
+                self._stream = DeltaAssembly(msg)  # pi >= 0.84 streams only deltas from here
+        if not isinstance(msg, _MESSAGE_CLASSES):
             return [OtherPiEvent(run=run, data=data)]
         if kind == "message_start":
             if role == "toolResult" and isinstance(msg, ToolResultMessage):
@@ -484,7 +583,17 @@ class EventMapper:
                 ToolExecutionUpdate(run=run, turn=turn, tool_call=ident, call=call, result=result)
             ]
         result = _tool_result(data.get("result"), data.get("isError") is True)
-        return [ToolExecutionEnd(run=run, turn=turn, tool_call=ident, call=call, result=result)]
+        took = data.get("durationMs")  # pi >= 0.84; absent for a call that did not run
+        return [
+            ToolExecutionEnd(
+                run=run,
+                turn=turn,
+                tool_call=ident,
+                call=call,
+                result=result,
+                duration_ms=took if type(took) is int else None,
+            )
+        ]
 
 
 def _strings(value: Any) -> tuple[str, ...]:

@@ -14,6 +14,7 @@ from mule.pirc._commands import QueueMode
 from mule.pirc._config import ThinkingOption
 from mule.pirc._events import PiMessage
 from mule.pirc._mapper import decode_message
+from mule.pirc._session_data import ClearedQueue, SessionEntries, SessionTree
 
 
 def message_fields(message: str, images: Sequence[ImageContent]) -> dict[str, Any]:
@@ -83,6 +84,32 @@ class SessionCommands:
         data = await self._command("cycle_thinking_level", {}, None)
         level = data.get("level") if isinstance(data, Mapping) else None
         return level if isinstance(level, str) else None
+
+    async def get_available_thinking_levels(self) -> tuple[str, ...]:
+        """Return the thinking levels the current model supports (pi >= 0.81; `off` first)."""
+        data = await self._command("get_available_thinking_levels", {}, None)
+        levels = data.get("levels") if isinstance(data, Mapping) else None
+        return tuple(v for v in levels if isinstance(v, str)) if isinstance(levels, list) else ()
+
+    async def clear_queue(self) -> ClearedQueue:
+        """Empty pi's steering and follow-up queues; return what they held (pi >= 0.84)."""
+        return ClearedQueue.from_data(await self._command("clear_queue", {}, None))
+
+    async def get_entries(self, since: str | None = None) -> SessionEntries:
+        """Return the session's entries, or those after entry `since` (pi >= 0.80).
+
+        pi refuses an unknown `since` (`CommandFailed`: "Entry not found: <id>").
+        """
+        fields = {"since": since} if since is not None else {}
+        return SessionEntries.from_data(await self._command("get_entries", fields, None))
+
+    async def get_tree(self) -> SessionTree:
+        """Return the session as a tree of entries (pi >= 0.80).
+
+        pi nests each entry inside its parent: a session deeper than half the bridge's
+        `max_line_depth` entries gives a line the bridge refuses (the call then times out).
+        """
+        return SessionTree.from_data(await self._command("get_tree", {}, None))
 
     async def set_steering_mode(self, mode: QueueMode) -> None:
         """Deliver steering messages all at once or one per turn (persists to settings)."""

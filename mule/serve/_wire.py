@@ -8,21 +8,29 @@ from mule.effects import MULE_CODEC, MessageUpdate, ToolExecutionUpdate, update_
 from mule.pi import stringify
 from mule.pirc import (
     AgentEnd,
+    AgentSettled,
     AutoRetryEnd,
     AutoRetryStart,
+    BashExecutionUpdate,
     BridgeEvent,
     CompactionEnd,
     CompactionStart,
+    EntryAppended,
     ExtensionError,
     ExtensionUIRequest,
     JobResult,
     OtherPiEvent,
     QueueUpdate,
+    SummarizationRetryAttemptStart,
+    SummarizationRetryFinished,
+    SummarizationRetryScheduled,
 )
 
 # What a WebSocket client sees: text, thinking and tool streaming, the run's lifecycle, retries
 # and compaction, and extension UI. `agent_end` (its messages are the job result),
-# `queue_update`, `model_prompt` and unknown pi events stay on the server.
+# `agent_settled` (the job's end, sent as the run's `run_end`), `queue_update`, pi's session
+# events (`entry_appended`, `bash_execution_update`, `summarization_retry_*`), `model_prompt`
+# and unknown pi events stay on the server.
 FORWARDED_TYPES: Final[frozenset[str]] = frozenset(
     {
         "run_start",
@@ -52,6 +60,12 @@ _CODEC = MULE_CODEC.extend(
     tagged={
         "type": (
             AgentEnd,
+            AgentSettled,
+            EntryAppended,
+            BashExecutionUpdate,
+            SummarizationRetryScheduled,
+            SummarizationRetryAttemptStart,
+            SummarizationRetryFinished,
             AutoRetryStart,
             AutoRetryEnd,
             CompactionStart,

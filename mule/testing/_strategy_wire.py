@@ -218,20 +218,25 @@ def tool_result_message_json() -> Strategy[Wire]:
 
 @st.composite
 def system_message_json(draw: st.DrawFn) -> Wire:
-    """Draw wire JSON of a system message (Pi 1.6.0), in createInitialSystemMessage's order."""
+    """Draw wire JSON of a system message (Pi 1.6.0), in the order pi's transcripts write it.
+
+    The agent loop's tool-change step (what pi's RPC output and sessions show) writes the tool
+    fields after `timestamp`.
+    """
     out: dict[str, Any] = {
         "role": "system",
         "content": draw(texts() | st.lists(text_content_json(), max_size=MAX_BLOCKS)),
     }
+    if draw(st.booleans()):
+        out["sections"] = draw(st.dictionaries(ids(), st.none() | texts(), min_size=1, max_size=3))
+    out["timestamp"] = draw(timestamps())
     optional = {
-        "sections": st.dictionaries(ids(), st.none() | texts(), min_size=1, max_size=3),
         "toolsAdded": st.lists(tool_json(), min_size=1, max_size=2),
         "toolsRemoved": st.lists(_obj({"name": ids()}), min_size=1, max_size=2),
     }
     for key, values in optional.items():
         if draw(st.booleans()):
             out[key] = draw(values)
-    out["timestamp"] = draw(timestamps())
     return out
 
 

@@ -140,7 +140,7 @@ def normalised(bodies: list[dict[str, Any]], pids: set[int]) -> list[Any]:
 
     def clean(x: Any) -> Any:
         if isinstance(x, dict):
-            return {k: clean(v) for k, v in x.items() if k != "timestamp"}
+            return {k: clean(v) for k, v in x.items() if k not in ("timestamp", "durationMs")}
         if isinstance(x, list):
             return [clean(v) for v in x]
         if isinstance(x, str):

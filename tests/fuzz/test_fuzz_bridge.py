@@ -26,7 +26,13 @@ from tests.fuzz.budget import fuzz_settings, tally
 pytestmark = pytest.mark.slow  # a few seconds of examples each
 
 RECORDED = Path(__file__).parents[1] / "pirc" / "recorded"
-PI_LINES = [line for p in sorted(RECORDED.glob("*.jsonl")) for line in p.read_bytes().splitlines()]
+# pi 0.73.1's and 1.6.0's recorded lines (the 70 KB ones of a large output left out)
+PI_LINES = [
+    line
+    for p in sorted(RECORDED.rglob("*.jsonl"))
+    for line in p.read_bytes().splitlines()
+    if len(line) < 20_000
+]
 
 records = st.lists(st.binary(max_size=80).map(lambda b: b.replace(b"\n", b"")), max_size=12)
 

@@ -13,6 +13,12 @@ every attempt (3 retries), `slow` streams for about 0.6 s; anything else complet
 assistant text is `done:<text>`.
 Timing is jittered by `FAKE_PI_SEED`, so event bursts land at arbitrary points between the
 bridge's commands.
+
+`FAKE_PI_PROTOCOL=1.6` speaks pi 1.6.0's protocol instead: updates carry only the delta and the
+usage, the assistant's `message_start` is `pending`, `agent_end` has `willRetry`, answers carry
+a `disposition`, the run is streaming from its start to its `agent_settled` (the backoff
+included), messages queued too late for its last turn start another attempt before it settles,
+and `abort` is answered after `agent_settled`.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ import sys
 from typing import Any
 
 RNG = random.Random(int(os.environ.get("FAKE_PI_SEED", "0")))
+V16 = os.environ.get("FAKE_PI_PROTOCOL") == "1.6"
 MAX_RETRIES = 3
 
 
@@ -45,6 +52,24 @@ def respond(cid: Any, command: str, ok: bool = True, **kw: Any) -> None:
 
 def user(text: str) -> dict[str, Any]:
     return {"role": "user", "content": [{"type": "text", "text": text}], "timestamp": 1}
+
+
+def respond_with(cid: Any, command: str, disposition: str) -> None:
+    """Answer a message pi took (1.6.0 says what it did with it)."""
+    if V16:
+        respond(cid, command, data={"disposition": disposition})
+    else:
+        respond(cid, command)
+
+
+USAGE = {
+    "input": 1,
+    "output": 1,
+    "cacheRead": 0,
+    "cacheWrite": 0,
+    "totalTokens": 2,
+    "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "total": 0},
+}
 
 
 def assistant(text: str, stop: str = "stop", error: str | None = None) -> dict[str, Any]:
@@ -82,11 +107,15 @@ class Pi:
         self.steering: list[str] = []
         self.follow_ups: list[str] = []
         self.in_attempt = False  # between agent_start and agent_end
+        self.aborted = False  # the run was aborted (1.6.0: agent_settled says so)
+        self.cancel_told = False  # 1.6.0's abort_retry wrote the backoff's end already
 
     def queue_update(self) -> None:
         out({"type": "queue_update", "steering": self.steering, "followUp": self.follow_ups})
 
-    async def attempt(self, texts: list[str], fails: bool) -> list[dict[str, Any]]:
+    async def attempt(
+        self, texts: list[str], fails: bool, retries_left: bool = False
+    ) -> list[dict[str, Any]]:
         """One agent_start..agent_end; returns its messages (the last one says how it ended)."""
         self.streaming = True
         out({"type": "agent_start"})
@@ -103,10 +132,25 @@ class Pi:
                     messages.append(u)
                 last = pending[-1]
                 pending = []
-                out({"type": "message_start", "message": assistant("")})
+                out(
+                    {
+                        "type": "message_start",
+                        "message": assistant("", "pending" if V16 else "stop"),
+                    }
+                )
                 for _ in range(60 if "slow" in last else RNG.randint(0, 3)):
                     await (asyncio.sleep(0.01) if "slow" in last else jitter())
                     msg = assistant("done:" + last)
+                    if V16:
+                        delta = {"type": "text_delta", "contentIndex": 0, "delta": "."}
+                        out(
+                            {
+                                "type": "message_update",
+                                "usage": USAGE,
+                                "assistantMessageEvent": delta,
+                            }
+                        )
+                        continue
                     out(
                         {
                             "type": "message_update",
@@ -137,19 +181,52 @@ class Pi:
                     self.queue_update()
         except asyncio.CancelledError:
             messages.append(assistant("", "aborted", "Request was aborted"))
-            self.streaming = self.in_attempt = False
-            out({"type": "agent_end", "messages": messages})
+            self.in_attempt = False
+            self.streaming = V16  # 1.6.0: streaming until agent_settled
+            self.end(messages, will_retry=False)
             raise
-        self.streaming = self.in_attempt = False
-        out({"type": "agent_end", "messages": messages})
+        self.in_attempt = False
+        self.streaming = V16
+        self.end(messages, will_retry=fails and retries_left)
         return messages
 
+    def end(self, messages: list[dict[str, Any]], will_retry: bool) -> None:
+        end: dict[str, Any] = {"type": "agent_end", "messages": messages}
+        if V16:
+            end["willRetry"] = will_retry
+        out(end)
+
     async def run(self, text: str) -> None:
+        self.aborted = False
+        try:
+            await self.attempts(text)
+            while V16 and not self.aborted:
+                # pi's before-settle boundary (extension hooks) takes a moment; then it runs
+                # what was queued meanwhile, or settles
+                await asyncio.sleep(RNG.choice((0.005, 0.01)))
+                if not (self.steering or self.follow_ups) or self.aborted:
+                    break
+                queue = self.steering if self.steering else self.follow_ups
+                texts, queue[:] = queue[:1], queue[1:]
+                self.queue_update()
+                await self.attempt(texts, False)
+        finally:
+            if V16:
+                self.streaming = False
+                out({"type": "agent_settled", "aborted": self.aborted})
+
+    async def attempts(self, text: str) -> None:
         m = re.search(r"retry(\d)", text)
         failures = int(m.group(1)) if m else (99 if "fail" in text else 0)
         attempt = 0
         while True:
-            await self.attempt([text], attempt < failures)
+            await self.attempt([text], attempt < failures, attempt < MAX_RETRIES)
+            while V16 and attempt >= failures and (self.steering or self.follow_ups):
+                # 1.6.0 runs what was queued too late for the last turn before it settles
+                queue = self.steering if self.steering else self.follow_ups
+                texts, queue[:] = queue[:1], queue[1:]
+                self.queue_update()
+                await self.attempt(texts, False)
             if attempt >= failures:
                 return
             attempt += 1
@@ -176,6 +253,9 @@ class Pi:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(asyncio.shield(wait), RNG.choice((0.002, 0.01, 0.03)))
             self.retry_wait = None
+            if wait.done() and self.cancel_told:
+                self.cancel_told = False
+                return
             if wait.done():  # abort_retry / abort during the backoff
                 out(
                     {
@@ -210,18 +290,20 @@ class Pi:
                     return
                 (self.follow_ups if behavior == "followUp" else self.steering).append(text)
                 self.queue_update()
-                respond(cid, "prompt")
+                respond_with(cid, "prompt", "queued")
                 return
             if self.busy:  # a retry backoff: pi would start a second run; the bridge must not ask
                 respond(cid, "prompt", False, error="fake: prompt during a retry backoff")
                 return
-            respond(cid, "prompt")
+            respond_with(cid, "prompt", "started")
             self.start(text)
         elif kind in ("steer", "follow_up"):
             (self.steering if kind == "steer" else self.follow_ups).append(cmd.get("message", ""))
             self.queue_update()
-            respond(cid, kind)
+            respond_with(cid, kind, "queued")
         elif kind == "abort":
+            if self.busy:
+                self.aborted = True
             if self.retry_wait is not None and not self.retry_wait.done():
                 self.retry_wait.set_result(True)
             # pi's run emits agent_start before anything can abort it: one loop turn for that
@@ -236,6 +318,16 @@ class Pi:
         elif kind == "abort_retry":
             if self.retry_wait is not None and not self.retry_wait.done():
                 self.retry_wait.set_result(True)
+                if V16:  # pi 1.6.0 writes the backoff's end, then the answer, then settles
+                    self.cancel_told = True
+                    out(
+                        {
+                            "type": "auto_retry_end",
+                            "success": False,
+                            "attempt": 1,
+                            "finalError": "Retry cancelled",
+                        }
+                    )
             respond(cid, "abort_retry")
         elif kind == "get_state":
             respond(cid, "get_state", data={"isStreaming": self.streaming})

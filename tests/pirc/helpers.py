@@ -18,8 +18,10 @@ PI_SCRIPT = str(Path(__file__).resolve().parents[2] / "node" / "node_modules" / 
 PI_LEGACY = str(
     Path(__file__).resolve().parents[2] / "node" / "legacy" / "node_modules" / ".bin" / "pi"
 )
-# Until the bridge speaks 1.6.0's protocol the real-pi tests run against 0.73.1.
-PI = PI_LEGACY
+# The pi the real-pi tests drive: 1.6.0 (`./dev setup` installs it). A representative set
+# also runs against 0.73.1, for the old protocol (cumulative partials, no agent_settled):
+# parametrize over both_pis().
+PI = PI_CURRENT
 KEY_ENV = "MULE_TEST_PI_KEY"
 MODEL = "fake-model"
 
@@ -37,6 +39,17 @@ def assert_reaped(pid: int | None) -> None:
 def pi_available() -> bool:
     """Whether the pi CLI and node are installed."""
     return os.path.exists(PI)
+
+
+def both_pis() -> list[Any]:
+    """Pytest params of the current pi and of 0.73.1 (skipped when it is not installed)."""
+    import pytest
+
+    legacy = pytest.mark.skipif(not os.path.exists(PI_LEGACY), reason="pi 0.73.1 not installed")
+    return [
+        pytest.param(PI_CURRENT, id="pi-1.6.0"),
+        pytest.param(PI_LEGACY, id="pi-0.73.1", marks=legacy),
+    ]
 
 
 def make_home(root: Path, base_url: str, retry: dict[str, Any] | None = None) -> dict[str, str]:

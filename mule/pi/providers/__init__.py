@@ -13,6 +13,15 @@ One skeleton for every vendor:
   `ResponsesParser`);
 - `_simple` (the registry and simple-API defaults), `_transform` (transcript rewriting), `_env`.
 
+What every provider produces is what pi-ai 1.6.0's do: partial messages are `"pending"` until
+the provider says why it stopped; the final message keeps the provider's own reason
+(`raw_stop_reason`, kept too when it maps to no Pi reason, which fails the response) and how long
+the response took (`duration_ms`); usage carries `reasoning` (and Anthropic's `cache_write_1h`),
+priced by `calculate_cost` (`total_from_provider=False`, or True with OpenRouter's billed
+total); a failed request's error quotes the body's error object (`400: {"message": ...}`); a
+finished tool call whose arguments are no JSON object has empty arguments and an
+`arguments_error`; and a request is retried only when `max_retries` asks (none by default).
+
 Importing this package does not import httpx: the transport and the built-in providers load on
 first use (the names that need them are resolved lazily).
 """

@@ -27,6 +27,7 @@ from mule.pi._partial_json import parse_json_with_repair
 from mule.pi._stream import AssistantMessageEventStream
 from mule.pi._transcript import TranscriptContext, collapse_context
 from mule.pi.providers._env import env_api_key
+from mule.pi.providers._estimate import clamp_max_tokens_to_context
 from mule.pi.providers._parser import (
     ProviderError,
     StreamParser,
@@ -639,16 +640,19 @@ def stream_simple_anthropic(
 
     Raises `ProviderSetupError` at once when there is no API key.
     """
-    base = simple_options(model, options)
+    base = simple_options(model, options, context)
     level = options.reasoning
     if not level:
         return stream_anthropic(model, context, base, AnthropicOptions(thinking_enabled=False))
-    if supports_adaptive_thinking(model.id):
+    if (model.compat or {}).get("forceAdaptiveThinking") is True:  # Pi 1.6.0 asks the model
         extra = AnthropicOptions(thinking_enabled=True, effort=thinking_effort(model, level))
         return stream_anthropic(model, context, base, extra)
     max_tokens, budget = adjust_max_tokens_for_thinking(
         base.max_tokens or 0, model.max_tokens, level, options.thinking_budgets
     )
+    if max_tokens > 0:  # fitted into the context window again, the budget under it
+        max_tokens = clamp_max_tokens_to_context(model, context, max_tokens)
+        budget = min(budget, max(0, max_tokens - 1024))
     extra = AnthropicOptions(thinking_enabled=True, thinking_budget_tokens=budget)
     return stream_anthropic(model, context, evolve(base, max_tokens=max_tokens), extra)
 

@@ -470,7 +470,7 @@ def stream_simple_google(
 
     Raises `ProviderSetupError` at once when there is no API key.
     """
-    base = simple_options(model, options)
+    base = simple_options(model, options, context)
     if not options.reasoning:
         return stream_google(
             model, context, base, GoogleOptions(thinking=GoogleThinking(enabled=False))

@@ -36,51 +36,87 @@ class CompletionsCompat:
     open_router_routing: JsonObject | None = None
     vercel_gateway_routing: JsonObject | None = None
     zai_tool_stream: bool = False
-    supports_strict_mode: bool = True
+    supports_strict_mode: bool = False
     cache_control_format: str | None = None
     send_session_affinity_headers: bool = False
+    session_affinity_format: str = "openai"
     supports_long_cache_retention: bool = True
 
 
 def detect_compat(model: Model) -> CompletionsCompat:
-    """Return the compat switches Pi infers from the provider name and base URL."""
+    """Return the compat switches Pi 1.6.0 infers from the provider name and base URL."""
     provider, url = model.provider, model.base_url
-    is_zai = provider == "zai" or "api.z.ai" in url
+    is_zai = provider in ("zai", "zai-coding-cn") or "api.z.ai" in url or "open.bigmodel.cn" in url
+    is_together = provider == "together" or "api.together.ai" in url or "api.together.xyz" in url
     is_moonshot = provider in ("moonshotai", "moonshotai-cn") or "api.moonshot." in url
+    is_openrouter = provider == "openrouter" or "openrouter.ai" in url
     is_cf_workers = provider == "cloudflare-workers-ai" or "api.cloudflare.com" in url
     is_cf_gateway = provider == "cloudflare-ai-gateway" or "gateway.ai.cloudflare.com" in url
+    is_nvidia = provider == "nvidia" or "integrate.api.nvidia.com" in url
+    is_ant_ling = provider == "ant-ling" or "api.ant-ling.com" in url
+    is_cerebras = provider == "cerebras" or "cerebras.ai" in url
+    is_deepseek = provider == "deepseek" or "deepseek.com" in url.lower()
+    is_grok = provider == "xai" or "api.x.ai" in url
     non_standard = (
-        provider in ("cerebras", "xai", "opencode")
-        or any(host in url for host in ("cerebras.ai", "api.x.ai", "chutes.ai", "deepseek.com"))
-        or "opencode.ai" in url
+        is_nvidia
+        or is_cerebras
+        or is_grok
+        or is_together
+        or "chutes.ai" in url
+        or is_deepseek
         or is_zai
         or is_moonshot
+        or provider == "opencode"
+        or "opencode.ai" in url
         or is_cf_workers
         or is_cf_gateway
+        or is_ant_ling
     )
-    use_max_tokens = "chutes.ai" in url or is_moonshot or is_cf_gateway
-    is_grok = provider == "xai" or "api.x.ai" in url
-    is_deepseek = provider == "deepseek" or "deepseek.com" in url
+    use_max_tokens = (
+        "chutes.ai" in url
+        or is_deepseek
+        or is_moonshot
+        or is_cf_gateway
+        or is_together
+        or is_nvidia
+        or is_ant_ling
+        or is_zai
+    )
+    # The developer role is OpenAI's; other hosts' chat templates often reject it.
+    is_openai = provider == "openai" or "api.openai.com" in url
     if is_deepseek:
         thinking_format = "deepseek"
     elif is_zai:
         thinking_format = "zai"
-    elif provider == "openrouter" or "openrouter.ai" in url:
+    elif is_openrouter:
         thinking_format = "openrouter"
-    else:
+    else:  # Pi's "together" and "ant-ling" formats are not in mule: they get OpenAI's
         thinking_format = "openai"
     return CompletionsCompat(
         supports_store=not non_standard,
-        supports_developer_role=not non_standard,
-        supports_reasoning_effort=not (is_grok or is_zai or is_moonshot or is_cf_gateway),
+        supports_developer_role=is_openai,
+        supports_reasoning_effort=not (
+            is_grok
+            or is_zai
+            or is_moonshot
+            or is_together
+            or is_cf_gateway
+            or is_nvidia
+            or is_ant_ling
+        ),
         max_tokens_field="max_tokens" if use_max_tokens else "max_completion_tokens",
         requires_reasoning_content_on_assistant_messages=is_deepseek,
         thinking_format=thinking_format,
-        supports_strict_mode=not (is_moonshot or is_cf_gateway),
+        # OpenAI compatibility alone does not imply strict JSON-schema tool support.
+        supports_strict_mode=False,
         cache_control_format=(
             "anthropic" if provider == "openrouter" and model.id.startswith("anthropic/") else None
         ),
-        supports_long_cache_retention=not (is_cf_workers or is_cf_gateway),
+        send_session_affinity_headers=is_openrouter,
+        session_affinity_format="openrouter" if is_openrouter else "openai",
+        supports_long_cache_retention=not (
+            is_together or is_cf_workers or is_cf_gateway or is_nvidia or is_ant_ling
+        ),
     )
 
 
@@ -133,6 +169,11 @@ def get_compat(model: Model) -> CompletionsCompat:
         ),
         send_session_affinity_headers=_flag(
             c, "sendSessionAffinityHeaders", d.send_session_affinity_headers
+        ),
+        session_affinity_format=(
+            affinity
+            if isinstance(affinity := c.get("sessionAffinityFormat"), str)
+            else d.session_affinity_format
         ),
         supports_long_cache_retention=_flag(
             c, "supportsLongCacheRetention", d.supports_long_cache_retention

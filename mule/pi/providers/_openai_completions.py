@@ -186,7 +186,7 @@ def _assistant(
                 out["content"] = text
             # The first thinking block's signature names the field it came in (llama.cpp).
             signature = thinking[0].thinking_signature
-            if signature:
+            if signature in _REASONING_FIELDS:  # a field name, not some other signature
                 out[signature] = "\n".join(b.thinking for b in thinking)
     elif text:
         out["content"] = text
@@ -367,11 +367,12 @@ def build_headers(model: Model, options: StreamOptions, api_key: str) -> dict[st
     session = None if retention == "none" else options.session_id
     affinity: dict[str, str] = {}
     if session and compat.send_session_affinity_headers:
-        affinity = {
-            "session_id": session,
-            "x-client-request-id": session,
-            "x-session-affinity": session,
-        }
+        if compat.session_affinity_format == "openrouter":
+            affinity = {"x-session-id": session}
+        else:
+            if compat.session_affinity_format == "openai":
+                affinity["session_id"] = session
+            affinity |= {"x-client-request-id": session, "x-session-affinity": session}
     return merge_headers(bearer_auth(model, api_key), model.headers, affinity, options.headers)
 
 
@@ -679,7 +680,7 @@ def stream_simple_openai_completions(
     model: Model, context: Context | TranscriptContext, options: StreamOptions | None = None
 ) -> AssistantMessageEventStream:
     """Pi's `streamSimpleOpenAICompletions`: simple defaults, then the provider stream."""
-    base, effort = simple_options_with_effort(model, options)
+    base, effort = simple_options_with_effort(model, options, context)
     return stream_openai_completions(model, context, base, effort=effort)
 
 

@@ -170,6 +170,7 @@ def _assistant_items(model: Model, msg: AssistantMessage, msg_index: int) -> lis
     # items, so such ids are left out.
     other_model = msg.model != model.id and msg.provider == model.provider and msg.api == model.api
     items: list[dict[str, Any]] = []
+    text_index = 0  # the message's n-th text block
     for block in msg.content:
         if isinstance(block, ThinkingContent):
             if block.thinking_signature:
@@ -177,8 +178,10 @@ def _assistant_items(model: Model, msg: AssistantMessage, msg_index: int) -> lis
         elif isinstance(block, TextContent):
             parsed = parse_text_signature(block.text_signature)
             item_id = parsed[0] if parsed else None
-            if not item_id:
-                item_id = f"msg_{msg_index}"
+            if not item_id:  # Pi 1.6.0's fallback id, one per text block
+                item_id = (
+                    f"msg_pi_{msg_index}" if text_index == 0 else f"msg_pi_{msg_index}_{text_index}"
+                )
             elif len(item_id) > 64:
                 item_id = f"msg_{short_hash(item_id)}"
             item: dict[str, Any] = {
@@ -197,6 +200,7 @@ def _assistant_items(model: Model, msg: AssistantMessage, msg_index: int) -> lis
             if parsed and parsed[1]:
                 item["phase"] = parsed[1]
             items.append(item)
+            text_index += 1
         else:
             call_id, _, fc_id = block.id.partition("|")
             call: dict[str, Any] = {"type": "function_call"}
@@ -209,18 +213,25 @@ def _assistant_items(model: Model, msg: AssistantMessage, msg_index: int) -> lis
     return items
 
 
-def convert_responses_tools(tools: tuple[Tool, ...], strict: bool = False) -> list[dict[str, Any]]:
-    """Convert tools to Responses function tools."""
-    return [
-        {
+def convert_responses_tools(
+    tools: tuple[Tool, ...], strict: bool = False, *, supports_strict_mode: bool = False
+) -> list[dict[str, Any]]:
+    """Convert tools to Responses function tools (`strict` only where the host supports it).
+
+    Pi 1.6.0 assumes no strict-mode support unless `model.compat.supportsStrictMode` says so.
+    """
+    out: list[dict[str, Any]] = []
+    for t in tools:
+        tool: dict[str, Any] = {
             "type": "function",
             "name": t.name,
             "description": t.description,
             "parameters": t.parameters,
-            "strict": strict,
         }
-        for t in tools
-    ]
+        if supports_strict_mode:
+            tool["strict"] = strict
+        out.append(tool)
+    return out
 
 
 def build_params(
@@ -248,7 +259,8 @@ def build_params(
     if options.temperature is not None:
         params["temperature"] = options.temperature
     if context.tools:
-        params["tools"] = convert_responses_tools(context.tools)
+        strict_mode = (model.compat or {}).get("supportsStrictMode") is True
+        params["tools"] = convert_responses_tools(context.tools, supports_strict_mode=strict_mode)
     if model.reasoning:
         table = model.thinking_level_map or {}
         if effort or reasoning_summary:
@@ -582,7 +594,7 @@ def stream_simple_openai_responses(
     model: Model, context: Context | TranscriptContext, options: StreamOptions | None = None
 ) -> AssistantMessageEventStream:
     """Pi's `streamSimpleOpenAIResponses`: simple defaults, then the provider stream."""
-    base, effort = simple_options_with_effort(model, options)
+    base, effort = simple_options_with_effort(model, options, context)
     return stream_openai_responses(model, context, base, effort=effort)
 
 

@@ -146,25 +146,39 @@ def resolve_api_key(model: Model, options: StreamOptions) -> str:
     return key
 
 
-def simple_options(model: Model, options: StreamOptions | None) -> StreamOptions:
+def simple_options(
+    model: Model, options: StreamOptions | None, context: Context | TranscriptContext | None = None
+) -> StreamOptions:
     """Resolve the key (raising at once without one), then apply Pi's simple defaults."""
     opts = options or StreamOptions()
-    return build_base_options(model, opts, resolve_api_key(model, opts))
+    return build_base_options(model, opts, resolve_api_key(model, opts), context)
 
 
 def simple_options_with_effort(
-    model: Model, options: StreamOptions | None
+    model: Model, options: StreamOptions | None, context: Context | TranscriptContext | None = None
 ) -> tuple[StreamOptions, ThinkingLevel | None]:
     """Return `simple_options` and the clamped reasoning level (for effort-based providers)."""
-    base = simple_options(model, options)
+    base = simple_options(model, options, context)
     return base, reasoning_effort(model, base)
 
 
-def build_base_options(model: Model, options: StreamOptions, api_key: str) -> StreamOptions:
-    """Apply Pi's simple defaults: `max_tokens` = min(model max, 32000) and the resolved key."""
-    max_tokens = options.max_tokens
-    if max_tokens is None and model.max_tokens > 0:
-        max_tokens = min(model.max_tokens, 32000)
+def build_base_options(
+    model: Model,
+    options: StreamOptions,
+    api_key: str,
+    context: Context | TranscriptContext | None = None,
+) -> StreamOptions:
+    """Apply Pi 1.6.0's simple defaults: the resolved key, and `max_tokens` fitted.
+
+    `max_tokens` is the option, else the model's cap, fitted into the context window left after
+    `context`'s estimated size.
+    """
+    from mule.pi.providers._estimate import clamp_max_tokens_to_context
+
+    wanted = options.max_tokens if options.max_tokens is not None else model.max_tokens
+    max_tokens: int | None = None
+    if wanted > 0:  # mule's 0 is an unknown cap: none is sent (every Pi model has one)
+        max_tokens = clamp_max_tokens_to_context(model, context or Context(()), wanted)
     return evolve(options, max_tokens=max_tokens, api_key=api_key or options.api_key)
 
 
@@ -188,11 +202,15 @@ _LEVELS: Final[tuple[ModelThinkingLevel, ...]] = (
     "medium",
     "high",
     "xhigh",
+    "max",
 )
 
 
 def supported_thinking_levels(model: Model) -> tuple[ModelThinkingLevel, ...]:
-    """Return the levels `model` supports: "off" only without reasoning; "xhigh" only if mapped."""
+    """Return the levels `model` supports ("off" only without reasoning).
+
+    "xhigh" and "max" only when the model's thinking map names them.
+    """
     if not model.reasoning:
         return ("off",)
     table = model.thinking_level_map or {}
@@ -200,7 +218,7 @@ def supported_thinking_levels(model: Model) -> tuple[ModelThinkingLevel, ...]:
     for level in _LEVELS:
         if level in table and table[level] is None:
             continue
-        if level == "xhigh" and level not in table:
+        if level in ("xhigh", "max") and level not in table:
             continue
         out.append(level)
     return tuple(out)
@@ -243,8 +261,8 @@ MIN_OUTPUT_TOKENS: Final = 1024
 
 
 def thinking_budget(level: ThinkingLevel, budgets: ThinkingBudgets | None = None) -> int:
-    """Return the token budget for a level ("xhigh" counts as "high")."""
-    key = "high" if level == "xhigh" else level
+    """Return the token budget for a level ("xhigh" and "max" count as "high")."""
+    key = "high" if level in ("xhigh", "max") else level
     custom = getattr(budgets, key) if budgets is not None else None
     return DEFAULT_THINKING_BUDGETS[key] if custom is None else int(custom)
 
