@@ -372,7 +372,11 @@ class EventMapper:
                     snapshot = stream.apply(ame)
                     event = _assistant_event(ame, snapshot)
                     if event is not None:
-                        return [MessageUpdate(run, turn, ident, snapshot, event)]
+                        return [
+                            MessageUpdate(
+                                run=run, turn=turn, message=ident, value=snapshot, event=event
+                            )
+                        ]
                 elif type(raw) is dict or isinstance(raw, Mapping):  # pi < 0.84: the partial
                     if make is not None:
                         index, delta = ame.get("contentIndex"), ame.get("delta")
@@ -380,13 +384,15 @@ class EventMapper:
                             index = _int(ame, "contentIndex")
                         if not isinstance(delta, str):
                             delta = ""
-                        partial = _new_object(WirePartial)  # WirePartial(raw)
-                        _set_wire_state(partial, raw)
-                        return make(run, turn, ident, partial, index, delta)
+                        return make(run, turn, ident, WirePartial(raw), index, delta)
                     partial = WirePartial(raw)
                     event = _assistant_event(ame, partial)
                     if event is not None:
-                        return [MessageUpdate(run, turn, ident, partial, event)]
+                        return [
+                            MessageUpdate(
+                                run=run, turn=turn, message=ident, value=partial, event=event
+                            )
+                        ]
             return [OtherPiEvent(run=run, data=data)]
         run = self._run
         match kind:
