@@ -164,6 +164,33 @@ def test_argv_values_that_look_like_options_are_refused(override: dict[str, Any]
         cfg("ok", **override)
 
 
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("command_timeout", 0),
+        ("start_timeout", -1.0),
+        ("job_timeout", float("nan")),
+        ("ui_timeout", 0.0),
+        ("write_timeout", "10"),
+        ("stop_grace", -0.5),
+        ("abort_grace", True),
+        ("max_line_bytes", 0),
+        ("max_line_depth", 2.5),
+        ("event_buffer", -3),
+    ],
+)
+def test_bounds_that_are_not_positive_numbers_are_refused(name: str, value: object) -> None:
+    """A zero, negative, NaN or non-numeric bound is a ConfigError naming it, before pi starts."""
+    with pytest.raises(ConfigError, match=rf"^{name} must be a positive"):
+        cfg("ok", **{name: value})
+
+
+def test_no_bound_is_infinity_or_for_dialogs_none() -> None:
+    """`math.inf` means no bound; `ui_timeout=None` leaves dialogs to pi's own limit."""
+    config = cfg("ok", job_timeout=float("inf"), ui_timeout=None)
+    assert (config.job_timeout, config.ui_timeout) == (float("inf"), None)
+
+
 def test_prompt_texts_reach_pi_through_private_files_never_as_argv_words(
     tmp_path: Path,
 ) -> None:

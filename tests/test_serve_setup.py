@@ -179,6 +179,16 @@ def test_pi_160_on_an_old_node_is_refused_with_its_error_and_the_hint() -> None:
     assert "Node.js 22.19 or newer" in str(old.value)
 
 
+def test_main_refuses_a_bound_that_is_not_positive(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--start-timeout -1` exits 2 before binding, naming the setting."""
+    argv = ["--model", "local/m", "--base-url", "http://127.0.0.1:9/v1", "--port", "0"]
+    assert main([*argv, "--pi", str(fake_pi(tmp_path)), "--start-timeout", "-1"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("mule serve: start_timeout must be a positive number of seconds")
+
+
 def test_main_refuses_to_start_without_pi(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -147,6 +147,7 @@ class BridgeConfig:
 
     def __attrs_post_init__(self) -> None:
         check_argv_values(self)
+        check_bounds(self)
 
     def argv(self, prompt_dir: str | None = None) -> list[str]:
         """Return the child's command line (never holds the API key nor a prompt's text).
@@ -291,12 +292,44 @@ def check_argv_values(config: BridgeConfig) -> None:
         raise ConfigError("provider and model must be non-empty")
 
 
+_SECONDS = (
+    "command_timeout",
+    "start_timeout",
+    "job_timeout",
+    "ui_timeout",
+    "write_timeout",
+    "stop_grace",
+    "abort_grace",
+)
+_COUNTS = ("max_line_bytes", "max_line_depth", "event_buffer")
+
+
+def check_bounds(config: BridgeConfig) -> None:
+    """Refuse a timeout, grace or size that is not a positive number (`ConfigError`).
+
+    A zero, negative or NaN bound would fire at once, never, or unpredictably (anyio's
+    deadlines compare with it); `math.inf` is allowed and means no bound. `ui_timeout=None`
+    leaves dialogs to pi's own limit.
+    """
+    for name in _SECONDS:
+        value: object = getattr(config, name)
+        if value is None and name == "ui_timeout":
+            continue
+        if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+            raise ConfigError(f"{name} must be a positive number of seconds, not {value!r}")
+    for name in _COUNTS:
+        count: object = getattr(config, name)
+        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+            raise ConfigError(f"{name} must be a positive whole number, not {count!r}")
+
+
 __all__ = [
     "DEFAULT_MAX_LINE_BYTES",
     "DEFAULT_MAX_LINE_DEPTH",
     "BridgeConfig",
     "ThinkingOption",
     "check_argv_values",
+    "check_bounds",
     "default_pi_executable",
     "project_pi",
 ]
