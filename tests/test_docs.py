@@ -12,7 +12,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 GUIDES = sorted((ROOT / "docs" / "guides").glob("*.md"))
 # Pages whose examples need a service are run by that service's suite:
-# tests/dbos/test_guide.py and tests/test_serve_guide.py.
+# tests/dbos/test_guide.py and tests/serve/test_guide.py.
 SERVICE_GUIDES = {"dbos", "serve"}
 RUNNABLE = [p for p in GUIDES if p.stem not in SERVICE_GUIDES]
 _BLOCK = re.compile(r"^```python\n(.*?)^```$", re.M | re.S)

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from mule.journal import Journal, JournalError
 from tests.fuzz.budget import fuzz_settings, tally
 from tests.fuzz.hostile import damaged_text, dumps, json_values
-from tests.test_journal import USER, scenario
+from tests.journal.test_journal import USER, scenario
 
 pytestmark = pytest.mark.slow  # a few seconds of examples each
 

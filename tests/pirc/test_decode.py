@@ -21,7 +21,7 @@ from mule.pi import stringify
 from mule.pirc import LineError, decode_line, parse_record
 from mule.pirc._framing import DEFAULT_DEPTH, _decode_compact, _openings_exceed, nesting_exceeds
 
-RECORDED = sorted((Path(__file__).parent / "pirc" / "recorded").glob("*.jsonl"))
+RECORDED = sorted((Path(__file__).parent / "recorded").glob("*.jsonl"))
 KINDS = ["text_delta", "thinking_delta", "toolcall_delta", "text_start", "text_end", "toolcall_end"]
 
 SCALARS = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text()

@@ -28,7 +28,7 @@ from mule.pirc import (
 from mule.pirc._framing import nesting_exceeds, parse_record
 from tests.pirc.helpers import assert_reaped
 
-FAKE = str(Path(__file__).parent / "pirc" / "fake_pi.py")
+FAKE = str(Path(__file__).parent / "fake_pi.py")
 
 
 def cfg(scenario: str, **kw: Any) -> BridgeConfig:

@@ -66,7 +66,7 @@ from mule.pirc._job import (
 )
 from mule.pirc._session_data import TreeNode, disposition_of
 
-RECORDED = Path(__file__).parent / "pirc" / "recorded" / "pi-1.6.0"
+RECORDED = Path(__file__).parent / "recorded" / "pi-1.6.0"
 ALL = sorted(RECORDED.glob("*.jsonl"))
 
 

@@ -35,7 +35,7 @@ pytestmark = [
     pytest.mark.skipif(not pi_available(), reason="pi CLI not installed"),
 ]
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 TOKEN = "cli-test-token-0123456789"
 _FENCE = re.compile(r"^```(\w*)")
 

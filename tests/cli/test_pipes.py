@@ -24,7 +24,7 @@ from mule.testing.fake_openai import (
     openai_error,
     tool_call,
 )
-from tests import cli_support
+from tests.cli import support as cli_support
 
 pytestmark = pytest.mark.slow
 

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from mule.testing.fake_openai import FakeOpenAI, chat_stream, chat_text, openai_error, tool_call
-from tests import cli_support
+from tests.cli import support as cli_support
 
 pytestmark = pytest.mark.slow
 

@@ -21,8 +21,8 @@ from mule.pi import AssistantMessage, UserMessage, text_of
 from mule.pirc import Bridge, BridgeConfig, CommandFailed, Job, JobResult
 from tests.pirc.helpers import assert_reaped
 
-FAKE = str(Path(__file__).parent / "pirc" / "fake_pi_model.py")
-FAKE_RETRY = str(Path(__file__).parent / "pirc" / "fake_pi_retry.py")
+FAKE = str(Path(__file__).parent / "fake_pi_model.py")
+FAKE_RETRY = str(Path(__file__).parent / "fake_pi_retry.py")
 
 
 PROTOCOLS = ["0.73", "1.6"]  # the fake pi's protocol: pi 0.73.1's, or 1.6.0's

@@ -30,7 +30,7 @@ from mule.pirc._job import (
 )
 from mule.pirc._mapper import EventMapper
 
-RECORDED = Path(__file__).parent / "pirc" / "recorded"
+RECORDED = Path(__file__).parent / "recorded"
 # Records pi writes synchronously after an agent_end, before it reads stdin again.
 SYNC_AFTER_END = {"auto_retry_start", "auto_retry_end", "compaction_start"}
 

@@ -1,7 +1,7 @@
 """mule.serve without pi: the slow-client queue policy, wire forms, config and auth.
 
 The HTTP and WebSocket tests run a REAL uvicorn on 127.0.0.1 (in a thread) and talk to it with
-httpx and the `websockets` client. Tests that start pi are in test_serve_live.py.
+httpx and the `websockets` client. Tests that start pi are in test_live.py.
 """
 
 from __future__ import annotations

@@ -33,10 +33,10 @@ from mule.testing.crash import (
     scenario_tools,
     transcript_problems,
 )
-from tests.test_journal import USER, effect_counts, scenario
+from tests.journal.test_journal import USER, effect_counts, scenario
 
-HERE = Path(__file__).parent
-V1 = json.loads((HERE / "recorded" / "journal_v1.json").read_text())
+TESTS = Path(__file__).parents[1]
+V1 = json.loads((TESTS / "recorded" / "journal_v1.json").read_text())
 
 _V1_DDL = """
 CREATE TABLE runs(run_id TEXT PRIMARY KEY, base TEXT NOT NULL, status TEXT NOT NULL,

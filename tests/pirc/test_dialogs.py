@@ -22,7 +22,7 @@ from mule.pirc import (
 )
 from tests.pirc.helpers import assert_reaped
 
-FAKE = str(Path(__file__).parent / "pirc" / "fake_pi.py")
+FAKE = str(Path(__file__).parent / "fake_pi.py")
 
 
 def cfg(**kw: Any) -> BridgeConfig:

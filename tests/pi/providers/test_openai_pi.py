@@ -28,7 +28,7 @@ from mule.testing.fake_openai import (
 )
 from tests.test_codec import key_order
 
-PI_AI = Path(__file__).parent.parent / "node" / "node_modules" / "@earendil-works" / "pi-ai"
+PI_AI = Path(__file__).parents[3] / "node" / "node_modules" / "@earendil-works" / "pi-ai"
 
 # Streams every case through pi-ai 1.6.0's API module for its `api` (as a provider would, with a
 # normalised transcript context) and prints one JSON line per case.

@@ -27,7 +27,7 @@ from mule.pirc import (
 )
 from tests.pirc.helpers import assert_reaped
 
-FAKE = str(Path(__file__).parent / "pirc" / "fake_pi.py")
+FAKE = str(Path(__file__).parent / "fake_pi.py")
 
 # scenario -> what the run must end in (a JobResult outcome, or a BridgeError class)
 MATRIX: dict[str, str | type[BridgeError]] = {

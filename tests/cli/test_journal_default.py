@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from mule.testing.fake_openai import FakeOpenAI, chat_text
-from tests import cli_support
+from tests.cli import support as cli_support
 
 env = cli_support.env
 project = cli_support.project

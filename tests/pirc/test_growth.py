@@ -23,9 +23,9 @@ from hypothesis import strategies as st
 from mule.pi import stringify
 from mule.pirc import FrameStats, LineDecoder, LineError
 from mule.pirc._framing import DEFAULT_DEPTH, nesting_exceeds
-from tests.test_pirc_decode import damaged
+from tests.pirc.test_decode import damaged
 
-RECORDED = sorted((Path(__file__).parent / "pirc" / "recorded").glob("*.jsonl"))
+RECORDED = sorted((Path(__file__).parent / "recorded").glob("*.jsonl"))
 
 # Text with what JSON escapes, lone surrogates (halves of a pair too) and multi-byte letters.
 PIECES = st.text(
@@ -264,7 +264,7 @@ def test_delta_updates_decode_as_json_loads_does(lines: list[bytes]) -> None:
 
 def test_a_repeated_usage_is_decoded_once_and_shared() -> None:
     """Consecutive delta lines with the same usage share its value (records are read-only)."""
-    path = Path(__file__).parent / "pirc" / "recorded" / "pi-1.6.0" / "thinking.jsonl"
+    path = Path(__file__).parent / "recorded" / "pi-1.6.0" / "thinking.jsonl"
     decoder = LineDecoder()
     records = [decoder.decode(line) for line in path.read_bytes().splitlines()]
     deltas = [

@@ -23,7 +23,7 @@ from mule.cli._settings import settings_of
 from mule.journal import Journal
 from mule.pi import UserMessage
 from mule.testing.fake_openai import FakeOpenAI, chat_stream, chat_text, tool_call
-from tests import cli_support
+from tests.cli import support as cli_support
 
 env = cli_support.env
 project = cli_support.project

@@ -13,7 +13,7 @@ import pytest
 
 from mule.cli import build_parser
 from mule.testing.fake_openai import FakeOpenAI, chat_stream, chat_text, openai_error, tool_call
-from tests import cli_support
+from tests.cli import support as cli_support
 
 pytestmark = pytest.mark.slow
 

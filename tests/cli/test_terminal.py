@@ -2,7 +2,7 @@
 
 Each test starts the command in a detached tmux session of that size, against the fake OpenAI
 server, reads the rendered screen with `capture-pane`, and types as a user would (`y`, Ctrl-C).
-The piped and `--json` forms are checked byte for byte in test_cli_pipes.py.
+The piped and `--json` forms are checked byte for byte in test_pipes.py.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from mule.testing.fake_openai import FakeOpenAI, chat_stream, chat_text, openai_error, tool_call
-from tests import cli_support
+from tests.cli import support as cli_support
 
 pytestmark = [
     pytest.mark.slow,
@@ -177,7 +177,7 @@ def _from_first_tool(screen: str) -> list[str]:
 
 
 def _readme_screen() -> str:
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
     block = readme.split("<!-- cli-80x24 -->\n```text\n")[1].split("```\n<!-- /cli-80x24 -->")[0]
     assert max(len(r) for r in block.splitlines()) <= 80
     return block

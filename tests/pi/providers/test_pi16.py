@@ -27,7 +27,7 @@ from mule.testing import fake_google as fg
 from mule.testing.fake_openai import FakeOpenAI, chat_text, responses_text
 from tests.test_codec import key_order
 
-PI_AI = Path(__file__).parent.parent / "node" / "node_modules" / "@earendil-works" / "pi-ai"
+PI_AI = Path(__file__).parents[3] / "node" / "node_modules" / "@earendil-works" / "pi-ai"
 
 NODE_SCRIPT = """
 const [, piAi, casesJson] = process.argv;

@@ -38,7 +38,7 @@ from mule.pirc import (
     QueueUpdate,
 )
 from mule.pirc._mapper import WirePartial
-from tests.test_pirc_job import records
+from tests.pirc.test_job import records
 
 AME = "assistantMessageEvent"
 

@@ -3,7 +3,7 @@
 Per-job authorisation, hostile JSON, the Origin check, and the token kept out of the access log.
 
 Jobs here fail at once (no pi executable): enough to own, list, grant and cancel them. The
-dialog case, which needs a live pi, is in test_serve_live.py.
+dialog case, which needs a live pi, is in test_live.py.
 """
 
 from __future__ import annotations

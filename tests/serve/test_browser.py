@@ -38,8 +38,8 @@ CHROMIUM_ARGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
-EXT = str(Path(__file__).parent / "serve" / "survey_ext.ts")
-ARTIFACTS = Path(__file__).parent / "artifacts" / "serve"
+EXT = str(Path(__file__).parent / "survey_ext.ts")
+ARTIFACTS = Path(__file__).parents[1] / "artifacts" / "serve"
 
 _RECORD_TEXTS = """() => {
   window.__texts = [];

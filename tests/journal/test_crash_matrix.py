@@ -142,7 +142,7 @@ class DeferredStart:
 
 def test_the_matrix_catches_a_late_start_commit(tmp_path: Path) -> None:
     """An owner whose start is not durable before execute runs an unsafe tool twice: caught."""
-    with CrashLab("tests.test_crash_matrix:DeferredStart", tmp_path) as lab:
+    with CrashLab("tests.journal.test_crash_matrix:DeferredStart", tmp_path) as lab:
         case = lab.run_case(["exec-after:w2"])
         with pytest.raises(AssertionError, match="unsafe call w2 ran 2 times"):
             check_case(case)
