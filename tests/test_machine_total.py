@@ -53,7 +53,6 @@ from mule.effects._transition import (
     initial_state,
     step,
     stream_update,
-    update_ids,
 )
 from mule.pi import (
     BLOCK_EVENT_TYPES,
@@ -171,15 +170,18 @@ def test_stream_update_is_exactly_steps_hot_path(phase: Phase, fact: Fact) -> No
 
 
 @given(st.sampled_from(PHASES), st.sampled_from(FACTS))
-def test_update_ids_make_exactly_stream_update(phase: Phase, fact: Fact) -> None:
-    """The interpreter's update from `update_ids` is `stream_update`'s, for every block event."""
+def test_stream_update_carries_the_ids_and_the_unbuilt_snapshot(phase: Phase, fact: Fact) -> None:
+    """A started message's block event becomes its update: its ids, the event, the lazy snapshot.
+
+    The interpreter emits exactly this per streamed delta; no other code makes one.
+    """
     state = _state(phase)
-    ids = update_ids(state)
     update = stream_update(state, fact)
-    if ids is None or type(fact) not in BLOCK_EVENT_TYPES:
+    if type(phase) is not Streaming or not phase.started or type(fact) not in BLOCK_EVENT_TYPES:
         assert update is None
         return
     assert type(update) is MessageUpdate
+    ids = (state.cfg.run, phase.turn, phase.message)
     assert update == MessageUpdate(*ids, fact._partial, fact)  # type: ignore[union-attr, arg-type]
     assert update._value is fact._partial  # type: ignore[union-attr]  # the snapshot, unbuilt
 

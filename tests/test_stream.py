@@ -414,7 +414,7 @@ async def test_any_push_sequence_yields_events_up_to_the_first_terminal(
         assert (await result_of(stream)) is expected_result
 
 
-# -- the consumer's own pull (`_direct` / `_took` / `_exhausted`, mule's interpreter) -----------
+# -- `__anext__`'s per-event path against the full rules (`_pull` + `push`) -----------------
 
 SourceOp: TypeAlias = Literal["event", "done", "error", "push", "end"]
 SOURCE_OPS = st.lists(
@@ -422,24 +422,20 @@ SOURCE_OPS = st.lists(
 )
 
 
-async def read_direct(stream: AssistantMessageEventStream) -> AssistantMessageEvent:
-    """Read one event as mule's interpreter does: the source itself while the stream allows."""
-    source = stream._direct()
-    if source is None:
-        return await stream.__anext__()
-    try:
-        event = await source.__anext__()
-    except StopAsyncIteration:
-        stream._exhausted()
-        return await stream.__anext__()
-    if not stream._took(event):
-        return await stream.__anext__()
-    return event
+async def read_queued(stream: AssistantMessageEventStream) -> AssistantMessageEvent:
+    """Read one event by the full rules only: pull into the queue, then take from it."""
+    while True:
+        if stream._queue:
+            return stream._queue.popleft()
+        if stream.done:
+            await stream._close_source()
+            raise StopAsyncIteration
+        await stream._pull()
 
 
 @given(ops=SOURCE_OPS)
 async def test_reading_the_source_directly_is_reading_anext(ops: list[SourceOp]) -> None:
-    """Through `_direct`/`_took`, a consumer sees what `__anext__` gives: events, done, result.
+    """`__anext__` (its per-event path) gives what the full rules give: events, done, result.
 
     The source may push into its own stream or end it while it is being awaited (the stream
     changed meanwhile), so the full rules must apply then too.
@@ -481,4 +477,4 @@ async def test_reading_the_source_directly_is_reading_anext(ops: list[SourceOp])
                 result = "incomplete"
         return seen, stream.done, result
 
-    assert await outcome(read_direct) == await outcome(lambda s: s.__anext__())
+    assert await outcome(read_queued) == await outcome(lambda s: s.__anext__())

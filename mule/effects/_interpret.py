@@ -65,9 +65,8 @@ from mule.effects._tools import (
     MuleToolRejection,
     ToolExecution,
 )
-from mule.effects._transition import step, update_ids
+from mule.effects._transition import step, stream_update
 from mule.pi import (
-    BLOCK_EVENT_TYPES,
     EVENT_CLASSES,
     AbortController,
     AbortSignal,
@@ -79,7 +78,6 @@ from mule.pi import (
 
 _EVENTS = frozenset(EVENT_TYPES.values())
 _PI_EVENTS = frozenset(EVENT_CLASSES)
-_BLOCK_EVENTS = BLOCK_EVENT_TYPES
 _PULL = "pull"
 _TOOL_TASK = "mule tool executor"
 
@@ -237,42 +235,27 @@ class Interpreter:
                             fact = ListenerFailed(res.failure())
                             break
                     elif kind is PullModel:
-                        ids = None if self.deadline is not None else update_ids(state)
-                        if ids is None:  # timed pulls, and the attempt's first event
+                        if self.deadline is not None:  # a timed pull
                             fact = await self._pull_model()
                             continue
-                        run_id, turn_id, message_id = ids
                         stream = self.stream
                         assert stream is not None
                         pull = stream.__anext__
-                        # Pi's own pull stream is read past: its source awaited here (see
-                        # `AssistantMessageEventStream._direct`).
-                        ours = type(stream) is AssistantMessageEventStream
-                        # The streamed deltas: while the machine's answer to an event would
-                        # only be its message_update and the next pull (`stream_update`, made
-                        # here from `update_ids`: the state does not change meanwhile), emit
+                        # The streamed deltas: while `step`'s answer to an event would only be
+                        # its message_update and the next pull (`stream_update`, `step`'s own
+                        # rule, made once per event; the state does not change meanwhile), emit
                         # that and pull again here; any other event goes to `step`.
                         while True:
                             try:
-                                source = stream._direct() if ours else None
-                                if source is None:
-                                    event = await pull()
-                                else:
-                                    try:
-                                        event = await source.__anext__()
-                                    except StopAsyncIteration:
-                                        stream._exhausted()
-                                        event = await pull()  # what the stream still holds
-                                    else:
-                                        if not stream._took(event):
-                                            event = await pull()
+                                event = await pull()
                             except StopAsyncIteration:
                                 fact = StreamExhausted()
                                 break
                             except Exception as exc:
                                 fact = _failed("model", "the model stream raised", exc)
                                 break
-                            if type(event) not in _BLOCK_EVENTS:
+                            update = stream_update(state, event)
+                            if update is None:
                                 fact = self._checked(event)
                                 break
                             self.last_event = event
@@ -282,13 +265,6 @@ class Interpreter:
                                 if not (ticks := ticks + 1) & 31:
                                     await checkpoint()
                                 continue
-                            update = MessageUpdate(
-                                run_id,
-                                turn_id,
-                                message_id,
-                                event.partial_source,  # type: ignore[union-attr]  # lazy, as it is
-                                event,
-                            )
                             try:
                                 res = await listener(update, signal)
                             except Exception as exc:  # a Result listener that raised anyway

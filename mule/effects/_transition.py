@@ -126,29 +126,16 @@ def step(state: RunState, fact: Fact) -> tuple[RunState, tuple[Command, ...]]:
 def stream_update(state: RunState, fact: Fact) -> MessageUpdate | None:
     """Return the message_update a streamed block event makes, if that is all it does.
 
-    This is `step`'s hot path on its own: for such a fact `step` returns the state unchanged
-    with `(update, PULL_MODEL)`, so the interpreter may emit it and pull again without a step.
+    This is `step`'s hot path on its own, and the one place a delta's event is made: for such
+    a fact `step` returns the state unchanged with `(update, PULL_MODEL)`, so the interpreter
+    asks this per streamed event and, on an update, emits it and pulls again without a step.
     """
     if type(fact) in _BLOCK_EVENTS:
-        ids = update_ids(state)
-        if ids is not None:
-            run, turn, message = ids
+        phase = state.phase
+        if type(phase) is Streaming and phase.started:
             # `partial_source`: the lazy snapshot as it is (`partial` would build the message).
-            return MessageUpdate(run, turn, message, fact.partial_source, fact)  # type: ignore[union-attr, arg-type]
-    return None
-
-
-def update_ids(state: RunState) -> tuple[MuleIdentity, MuleIdentity, MuleIdentity] | None:
-    """Return the run, turn and message of the updates block events make in `state`, or None.
-
-    None when a streamed block event is more than a message_update in `state`. The state does
-    not change while block events stream, so the interpreter asks once per run of them and
-    makes each `stream_update` itself: `MessageUpdate(run, turn, message, event.partial_source,
-    event)`.
-    """
-    phase = state.phase
-    if type(phase) is Streaming and phase.started:
-        return state.cfg.run, phase.turn, phase.message
+            partial = fact.partial_source  # type: ignore[union-attr]
+            return MessageUpdate(state.cfg.run, phase.turn, phase.message, partial, fact)  # type: ignore[arg-type]
     return None
 
 
@@ -295,5 +282,4 @@ __all__ = [
     "initial_state",
     "step",
     "stream_update",
-    "update_ids",
 ]

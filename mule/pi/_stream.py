@@ -94,17 +94,23 @@ class AssistantMessageEventStream:
         return self
 
     async def __anext__(self) -> AssistantMessageEvent:
-        source = self._direct()
-        if source is not None:
+        source = self._source
+        if source is not None and not self._queue and not self._done:
             # The pull form's per-event path: what `_pull` and `push` do, without the queue.
             try:
                 event = await source.__anext__()
             except StopAsyncIteration:
                 self._exhausted()
             else:
-                if self._took(event):
+                # (the await may have ended the stream: mypy cannot know)
+                if not (self._done or self._queue or self._waiter is not None):  # type: ignore[redundant-expr]
+                    kind = type(event)
+                    if kind is DoneEvent:
+                        self._finish(event.message)  # type: ignore[union-attr]
+                    elif kind is ErrorEvent:
+                        self._finish(event.error)  # type: ignore[union-attr]
                     return event
-                # else the stream changed meanwhile: `event` was queued, read below
+                self.push(event)  # the stream changed meanwhile: queued, read below
         while True:
             if self._queue:
                 return self._queue.popleft()
@@ -117,36 +123,8 @@ class AssistantMessageEventStream:
             waiter = self._waiter = anyio.Event()
             await waiter.wait()
 
-    # -- the consumer's own pull: mule's interpreter, per streamed delta ------------------
-    # `__anext__` is a coroutine made for every event; a consumer that awaits the source
-    # itself while nothing else feeds the stream saves it (and the frame), and hands each
-    # event back through `_took`, which applies what `__anext__` would have.
-
-    def _direct(self) -> AsyncIterator[AssistantMessageEvent] | None:
-        """Return the source while `__anext__` would only await its next event, else None."""
-        if self._queue or self._done:
-            return None
-        return self._source
-
-    def _took(self, event: AssistantMessageEvent) -> bool:
-        """Account for `event`, awaited from `_direct()`'s source by the consumer.
-
-        True: the consumer has it, as from `__anext__`. False: the stream changed meanwhile
-        (an event pushed, the stream ended), so `event` was queued by the full rules and the
-        consumer reads `__anext__` instead.
-        """
-        if self._done or self._queue or self._waiter is not None:
-            self.push(event)
-            return False
-        kind = type(event)
-        if kind is DoneEvent:
-            self._finish(event.message)  # type: ignore[union-attr]
-        elif kind is ErrorEvent:
-            self._finish(event.error)  # type: ignore[union-attr]
-        return True
-
     def _exhausted(self) -> None:
-        """Account for the end of `_direct()`'s source, awaited by the consumer."""
+        """Account for the end of the source, awaited by `__anext__`'s per-event path."""
         self._source = None
         self.end()
 
