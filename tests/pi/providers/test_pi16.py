@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import shutil
-from pathlib import Path
 from typing import Any
 
 import anyio
@@ -25,25 +24,8 @@ from mule.pi.providers import stream_simple
 from mule.testing import fake_anthropic as fa
 from mule.testing import fake_google as fg
 from mule.testing.fake_openai import FakeOpenAI, chat_text, responses_text
+from tests.pi.providers.test_openai_pi import NODE_SCRIPT, PI_AI, _comparable  # one script
 from tests.test_codec import key_order
-
-PI_AI = Path(__file__).parents[3] / "node" / "node_modules" / "@earendil-works" / "pi-ai"
-
-NODE_SCRIPT = """
-const [, piAi, casesJson] = process.argv;
-const { normalizeContext } = await import(piAi + "/dist/index.js");
-for (const c of JSON.parse(casesJson)) {
-  const api = await import(piAi + "/dist/api/" + c.model.api + ".js");
-  const s = api.streamSimple(c.model, normalizeContext(c.context), c.options);
-  const types = [];
-  let startStop = null;
-  for await (const ev of s) {
-    types.push(ev.type);
-    if (ev.type === "start") startStop = ev.partial.stopReason;
-  }
-  console.log(JSON.stringify({ types, startStop, message: await s.result() }));
-}
-"""
 
 ANTHROPIC: list[fa.Reply] = [
     fa.sse_reply(
@@ -107,12 +89,6 @@ def _model(api: str, base_url: str) -> Model:
         cost=ModelCost(0.3, 2.5, 0.03, 0.0),
         max_tokens=8000,
     )
-
-
-def _comparable(message: dict[str, Any]) -> dict[str, Any]:
-    # Clocks differ; diagnostics are mule's addition (Pi records none here).
-    assert type(message["durationMs"]) is int
-    return {k: v for k, v in message.items() if k not in ("timestamp", "durationMs", "diagnostics")}
 
 
 def _bodies(server: fa.FakeServer) -> list[Any]:
