@@ -33,7 +33,7 @@ LAYERS = (
     ("[bench/_mule_side.py] stream", "model stream (the bench's provider-shaped generator)"),
     ("pi/_partial.py", "mule.pi PartialBuilder (snapshots, messages)"),
     ("pi/_partial_json.py", "mule.pi PartialBuilder (snapshots, messages)"),
-    ("pi/_stream.py", "mule.pi AssistantMessageEventStream"),
+    ("pi/_event_stream.py", "mule.pi AssistantMessageEventStream"),
     ("pi/_validate.py", "mule.pi tool gate"),
     ("pi/_coerce.py", "mule.pi tool gate"),
     ("promise/", "mule.promise facade"),
@@ -48,7 +48,7 @@ LAYERS = (
     ("TaskHandle", "tool tasks: anyio spawn and finish"),
     ("Interpreter._execute", "tool tasks: mule's executor loop"),
     ("effects/_interpret.py", "interpreter (drive, perform)"),
-    ("effects/_run.py", "run setup and teardown"),
+    ("effects/_root.py", "run setup and teardown"),
     ("effects/_checks.py", "run setup and teardown"),
     ("effects/_output.py", "run setup and teardown"),
 )

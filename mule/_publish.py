@@ -1,6 +1,6 @@
 """Makes a package face the home of the names it exports.
 
-A class defined in `mule.effects._events` and exported by `mule.effects` should say so:
+A class defined in `mule.effects._lifecycle` and exported by `mule.effects` should say so:
 `repr`, tracebacks, pickling and the reference docs all read `__module__`, and a reader
 should see the face to import from, never a private room. Each face calls `publish` once,
 after its imports.

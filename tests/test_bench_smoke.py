@@ -86,7 +86,7 @@ def test_the_layer_breakdown_gives_each_sample_to_its_innermost_layer(tmp_path: 
     drive = f"{loop};Interpreter.drive (mule/effects/_interpret.py:195)"
     raw.write_text(
         f"{drive};step (mule/effects/_transition.py:120) 3\n"
-        f"{drive};AssistantMessageEventStream.__anext__ (mule/pi/_stream.py:101)"
+        f"{drive};AssistantMessageEventStream.__anext__ (mule/pi/_event_stream.py:101)"
         ";_guard (bench/_mule_side.py:99) 1\n"
         f"{drive} 2\n"
         f"{loop} 2\n"

@@ -13,16 +13,16 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mule.pi._codec import WireError, camel, decode, from_wire, to_wire
-from mule.pi._content import AssistantContent, ImageContent, TextContent, ToolCall, UserContent
-from mule.pi._context import Context, ThinkingBudgets, Tool
-from mule.pi._events import (
+from mule.pi._assistant_events import (
     AssistantMessageEvent,
     DoneEvent,
     ErrorEvent,
     StartEvent,
     TextDeltaEvent,
 )
+from mule.pi._codec import WireError, camel, decode, from_wire, to_wire
+from mule.pi._content import AssistantContent, ImageContent, TextContent, ToolCall, UserContent
+from mule.pi._context import Context, ThinkingBudgets, Tool
 from mule.pi._messages import (
     FAILURE_STOP_REASONS,
     AssistantMessage,

@@ -1,7 +1,7 @@
 """Every public field of every public type is documented.
 
 An `Attributes:` section that mkdocstrings renders, so the reference answers what reading
-`_events.py` used to.
+the event modules used to.
 """
 
 from __future__ import annotations

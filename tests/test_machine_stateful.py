@@ -23,7 +23,8 @@ from returns.result import Failure
 
 from mule.effects import MuleResume
 from mule.effects._errors import MuleError
-from mule.effects._events import (
+from mule.effects._identity import MuleIdentity, MuleIdentityKind
+from mule.effects._lifecycle import (
     EVENT_TYPES,
     MessageEnd,
     MessageStart,
@@ -38,7 +39,6 @@ from mule.effects._events import (
     TurnEnd,
     TurnStart,
 )
-from mule.effects._identity import MuleIdentity, MuleIdentityKind
 from mule.effects._protocol import (
     AskFollowUp,
     AskRetryAfter,
@@ -88,9 +88,7 @@ from mule.effects._tools import (
 )
 from mule.effects._transition import initial_state, step
 from mule.pi import AbortSignal, ToolValidator, get_current_system_prompt, get_current_tools
-from mule.pi._content import TextContent, ThinkingContent, ToolCall
-from mule.pi._context import StreamOptions
-from mule.pi._events import (
+from mule.pi._assistant_events import (
     DoneEvent,
     ErrorEvent,
     StartEvent,
@@ -98,6 +96,8 @@ from mule.pi._events import (
     ThinkingDeltaEvent,
     ToolCallDeltaEvent,
 )
+from mule.pi._content import TextContent, ThinkingContent, ToolCall
+from mule.pi._context import StreamOptions
 from mule.pi._messages import ZERO_USAGE, AssistantMessage, Message, ToolResultMessage, UserMessage
 from mule.pi._retry import RetryPolicy
 from tests.machine_model import ERROR_TEXTS, MODEL, SYSTEM_PROMPT, LoopModel, Setup, ToolSpec

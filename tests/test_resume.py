@@ -27,7 +27,7 @@ from mule.effects import (
 )
 from mule.effects import run as effects_run
 from mule.effects._errors import MuleError
-from mule.effects._events import (
+from mule.effects._lifecycle import (
     MessageEnd,
     MessageStart,
     MessageUpdate,

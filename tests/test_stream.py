@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mule.pi._events import AssistantMessageEvent, DoneEvent, ErrorEvent, TextDeltaEvent
+from mule.pi._assistant_events import AssistantMessageEvent, DoneEvent, ErrorEvent, TextDeltaEvent
+from mule.pi._event_stream import AssistantMessageEventStream, IncompleteStreamError
 from mule.pi._messages import ZERO_USAGE, AssistantMessage, StopReason
-from mule.pi._stream import AssistantMessageEventStream, IncompleteStreamError
 
 pytestmark = pytest.mark.anyio
 

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mule.effects._events import MuleEvent, ToolExecutionEnd
+from mule.effects._lifecycle import MuleEvent, ToolExecutionEnd
 from mule.effects._tools import MuleToolResult
 from mule.pi._content import TextContent, ToolCall
 from mule.pi._messages import UserMessage

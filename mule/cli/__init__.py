@@ -259,7 +259,7 @@ def _restore_run(args: argparse.Namespace, argv: Sequence[str]) -> str | None:
 def _dispatch(args: argparse.Namespace, argv: Sequence[str]) -> int:
     import anyio
 
-    from mule.cli._run import RunOptions, demo_command, run_command
+    from mule.cli._run_command import RunOptions, demo_command, run_command
 
     match args.command:
         case "run":

@@ -4,7 +4,9 @@ from typing import TYPE_CHECKING
 
 from mule.effects._batch import INTERRUPTED_UNSAFE
 from mule.effects._errors import MuleError, MulePhase, MuleRunFailed
-from mule.effects._events import (
+from mule.effects._identity import MuleIdentity, MuleIdentityKind
+from mule.effects._inputs import MulePortsInput
+from mule.effects._lifecycle import (
     EVENT_TYPES,
     MessageEnd,
     MessageStart,
@@ -20,8 +22,6 @@ from mule.effects._events import (
     TurnEnd,
     TurnStart,
 )
-from mule.effects._identity import MuleIdentity, MuleIdentityKind
-from mule.effects._inputs import MulePortsInput
 from mule.effects._limits import LimitName, RunLimits
 from mule.effects._outcome import MuleCompletedTurn, MuleRunOutcome, OutputT
 from mule.effects._output import OUTPUT_TOOL
@@ -34,9 +34,9 @@ from mule.effects._ports import (
     StopPort,
 )
 from mule.effects._resume import MuleResume
-from mule.effects._run import run, run_future
+from mule.effects._root import run, run_future
+from mule.effects._run_stream import CONSUMER_LEFT, RunStream, StreamNotEnded, stream
 from mule.effects._settings import MuleRunSettings, MuleStreamFunction
-from mule.effects._stream import CONSUMER_LEFT, RunStream, StreamNotEnded, stream
 from mule.effects._tool_types import ToolSignatureError, schema_for
 from mule.effects._tool_types import decode as decode_as
 from mule.effects._tool_types import with_default as schema_with_default

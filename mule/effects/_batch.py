@@ -7,14 +7,14 @@ from typing import Any, assert_never
 from attrs import evolve
 
 from mule.effects._errors import MuleError
-from mule.effects._events import (
+from mule.effects._identity import MuleIdentity
+from mule.effects._lifecycle import (
     MessageEnd,
     MessageStart,
     ToolExecutionEnd,
     ToolExecutionStart,
     ToolExecutionUpdate,
 )
-from mule.effects._identity import MuleIdentity
 from mule.effects._protocol import (
     CloseTool,
     PrepareTool,
@@ -35,8 +35,8 @@ from mule.effects._tools import (
     ToolCompleted,
     ToolStarted,
 )
-from mule.effects._turns import _end_turn
-from mule.effects._txn import _error_result, _fail, _Txn
+from mule.effects._turns import end_turn
+from mule.effects._txn import Txn, error_result, fail_run
 from mule.pi import (
     AssistantMessage,
     ToolArgumentsError,
@@ -48,8 +48,8 @@ from mule.pi import (
 INTERRUPTED_UNSAFE = "Tool call was interrupted and is not safe to replay"
 
 
-def _start_batch(
-    t: _Txn, message: AssistantMessage, message_id: MuleIdentity, calls: tuple[ToolCall, ...]
+def start_batch(
+    t: Txn, message: AssistantMessage, message_id: MuleIdentity, calls: tuple[ToolCall, ...]
 ) -> None:
     n = len(calls)
     batch = Batch(
@@ -76,8 +76,8 @@ def truncated_call_text(name: str) -> str:
     )
 
 
-def _fail_truncated_calls(
-    t: _Txn, message: AssistantMessage, message_id: MuleIdentity, calls: tuple[ToolCall, ...]
+def fail_truncated_calls(
+    t: Txn, message: AssistantMessage, message_id: MuleIdentity, calls: tuple[ToolCall, ...]
 ) -> None:
     """Settle a `length`-stopped response's calls unrun, then end the turn (Pi 1.6.0).
 
@@ -91,7 +91,7 @@ def _fail_truncated_calls(
         cid = t.ident("tool_call", message_id)
         tool = t.cfg.tools.get(call.name)
         replay = tool.replay if tool is not None else "unsafe"
-        result = _error_result(truncated_call_text(call.name))
+        result = error_result(truncated_call_text(call.name))
         t.cmds.append(
             ToolExecutionStart(run=run, turn=turn, tool_call=cid, call=call, replay=replay)
         )
@@ -112,10 +112,10 @@ def _fail_truncated_calls(
         t.new += (made,)
         messages.append(made)
     t.context += tuple(messages)
-    _end_turn(t, message, tuple(messages), more=True)
+    end_turn(t, message, tuple(messages), more=True)
 
 
-def _begin_resume(t: _Txn) -> None:
+def begin_resume(t: Txn) -> None:
     resume = t.cfg.resume
     assert resume is not None
     message = resume.message
@@ -124,7 +124,7 @@ def _begin_resume(t: _Txn) -> None:
     t.last_assistant = message
     calls = tuple(b for b in message.content if type(b) is ToolCall)
     if not calls:
-        _end_turn(t, message, (), more=False)
+        end_turn(t, message, (), more=False)
         return
     checkpoints = {c.call.id: c for c in resume.tools}
     results: list[MuleToolResult | None] = []
@@ -137,10 +137,10 @@ def _begin_resume(t: _Txn) -> None:
             messages.append(cp.message)
         elif message.stop_reason == "length":
             # Cut at the output-token limit: no call of it ever runs (Pi 1.6.0).
-            results.append(_error_result(truncated_call_text(call.name)))
+            results.append(error_result(truncated_call_text(call.name)))
             messages.append(None)
         elif type(cp) is ToolStarted and cp.replay == "unsafe":
-            results.append(_error_result(INTERRUPTED_UNSAFE))
+            results.append(error_result(INTERRUPTED_UNSAFE))
             messages.append(None)
         else:
             results.append(None)
@@ -162,7 +162,7 @@ def _begin_resume(t: _Txn) -> None:
     _advance(t, batch)
 
 
-def _advance(t: _Txn, batch: Batch) -> None:
+def _advance(t: Txn, batch: Batch) -> None:
     """Move a batch forward until it must wait for the world, or it is complete."""
     if batch.sequential:
         _advance_sequential(t, batch)
@@ -186,7 +186,7 @@ def _advance(t: _Txn, batch: Batch) -> None:
     _result_phase(t, batch)
 
 
-def _any_sequential(t: _Txn, calls: tuple[ToolCall, ...]) -> bool:
+def _any_sequential(t: Txn, calls: tuple[ToolCall, ...]) -> bool:
     """Pi's rule: the whole batch is sequential if the run says so or any called tool does."""
     if t.cfg.sequential:
         return True
@@ -198,7 +198,7 @@ def _any_sequential(t: _Txn, calls: tuple[ToolCall, ...]) -> bool:
     return False
 
 
-def _advance_sequential(t: _Txn, batch: Batch) -> None:
+def _advance_sequential(t: Txn, batch: Batch) -> None:
     n = len(batch.calls)
     while batch.cursor < n:
         i = batch.cursor
@@ -218,7 +218,7 @@ def _advance_sequential(t: _Txn, batch: Batch) -> None:
     _finish_batch(t, batch)
 
 
-def _start_call(t: _Txn, batch: Batch, i: int) -> MuleToolResult | ToolCall:
+def _start_call(t: Txn, batch: Batch, i: int) -> MuleToolResult | ToolCall:
     """Emit the call's start; return an immediate error result, or the call to prepare.
 
     The call to prepare carries the gate's coerced arguments (what Pi hands its tool); the
@@ -233,18 +233,18 @@ def _start_call(t: _Txn, batch: Batch, i: int) -> MuleToolResult | ToolCall:
         )
     )
     if tool is None:
-        return _error_result(f"Tool {call.name} not found")
+        return error_result(f"Tool {call.name} not found")
     try:
         arguments = t.cfg.validators[call.name].validate(call)
     except ToolArgumentsError as exc:
-        return _error_result(exc.text)
+        return error_result(exc.text)
     except ToolSchemaError as exc:  # checked before run_start; a schema can still fail on a value
-        return _error_result(str(exc))
+        return error_result(str(exc))
     return evolve(call, arguments=arguments)
 
 
 def _settle(
-    t: _Txn,
+    t: Txn,
     batch: Batch,
     i: int,
     result: MuleToolResult,
@@ -276,7 +276,7 @@ def _settle(
     return evolve(batch, **changes)
 
 
-def _on_tools(t: _Txn, batch: Batch, fact: ToolFact) -> None:
+def on_tools(t: Txn, batch: Batch, fact: ToolFact) -> None:
     sequential = batch.sequential
     match fact:
         case ToolPrepared():
@@ -291,7 +291,7 @@ def _on_tools(t: _Txn, batch: Batch, fact: ToolFact) -> None:
                 batch = evolve(batch, prepared=(*batch.prepared, i), cursor=batch.cursor + 1)
             else:
                 # As Pi 1.6.0 records a block's terminate: only when it is true.
-                result = _error_result(prep.message, True if prep.terminate else None)
+                result = error_result(prep.message, True if prep.terminate else None)
                 batch = _settle(t, batch, i, result)
                 if sequential:
                     batch = _emit_result_message(t, batch, i)
@@ -327,18 +327,18 @@ def _on_tools(t: _Txn, batch: Batch, fact: ToolFact) -> None:
                 t.phase = RunningTools(batch)
         case ToolExhausted():
             name = batch.calls[fact.index].name
-            _fail(t, MuleError("tool", f"tool {name} finished without a result part"))
+            fail_run(t, MuleError("tool", f"tool {name} finished without a result part"))
         case _:
             assert_never(fact)
 
 
-def _emit_result_message(t: _Txn, batch: Batch, i: int) -> Batch:
+def _emit_result_message(t: Txn, batch: Batch, i: int) -> Batch:
     messages = list(batch.messages)
     messages[i] = _result_message(t, batch, i)
     return evolve(batch, messages=tuple(messages))
 
 
-def _result_message(t: _Txn, batch: Batch, i: int) -> ToolResultMessage:
+def _result_message(t: Txn, batch: Batch, i: int) -> ToolResultMessage:
     """Make call `i`'s result message, emit its start and end, add it to the new messages."""
     call, result = batch.calls[i], batch.results[i]
     assert result is not None
@@ -360,7 +360,7 @@ def _result_message(t: _Txn, batch: Batch, i: int) -> ToolResultMessage:
     return message
 
 
-def _result_phase(t: _Txn, batch: Batch) -> None:
+def _result_phase(t: Txn, batch: Batch) -> None:
     messages = list(batch.messages)
     for i, made in enumerate(messages):
         if made is None:
@@ -368,13 +368,13 @@ def _result_phase(t: _Txn, batch: Batch) -> None:
     _finish_batch(t, evolve(batch, messages=tuple(messages)))
 
 
-def _finish_batch(t: _Txn, batch: Batch) -> None:
+def _finish_batch(t: Txn, batch: Batch) -> None:
     messages = tuple(m for m in batch.messages if m is not None)
     t.context += messages
     terminate = bool(batch.results) and all(
         r is not None and r.terminate is True for r in batch.results
     )
-    _end_turn(t, batch.message, messages, more=not terminate)
+    end_turn(t, batch.message, messages, more=not terminate)
 
 
 __all__ = ["INTERRUPTED_UNSAFE", "truncated_call_text"]

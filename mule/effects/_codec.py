@@ -21,8 +21,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from mule.effects._events import EVENT_TYPES, MessageUpdate, MuleEvent
 from mule.effects._identity import MuleIdentity
+from mule.effects._lifecycle import EVENT_TYPES, MessageUpdate, MuleEvent
 from mule.effects._outcome import MuleRunOutcome
 from mule.effects._resume import MuleResume
 from mule.effects._tools import (
@@ -65,7 +65,7 @@ _EVENT = {cls: MULE_CODEC.encoder(cls) for cls in EVENT_TYPES.values()}
 def event_to_wire(event: MuleEvent) -> dict[str, Any]:
     """Return the full JSON form of a mule event (the seed's keys, camelCase).
 
-    >>> from mule.effects._events import RunStart
+    >>> from mule.effects._lifecycle import RunStart
     >>> event_to_wire(RunStart(run=MuleIdentity("run", "run:0")))
     {'type': 'run_start', 'run': {'kind': 'run', 'value': 'run:0'}, 'messages': []}
     """

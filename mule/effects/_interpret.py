@@ -22,7 +22,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from returns.result import Failure, Result, Success
 
 from mule.effects._errors import MuleError, MulePhase, error_from
-from mule.effects._events import EVENT_TYPES, MessageUpdate, MuleEvent, RunEnd
+from mule.effects._lifecycle import EVENT_TYPES, MessageUpdate, MuleEvent, RunEnd
 from mule.effects._ports import Ports
 from mule.effects._protocol import (
     AskFollowUp,

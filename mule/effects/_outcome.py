@@ -7,8 +7,8 @@ from typing import Generic, final
 from attrs import frozen
 from typing_extensions import TypeVar
 
-from mule.effects._events import RunStatus
 from mule.effects._identity import MuleIdentity
+from mule.effects._lifecycle import RunStatus
 from mule.effects._limits import LimitName
 from mule.pi import ZERO_USAGE, AssistantMessage, Message, ToolResultMessage, Usage, text_of
 

@@ -16,8 +16,8 @@ from attrs import evolve
 from returns.result import Failure, Result, Success
 
 from mule.effects._errors import MuleError
-from mule.effects._events import MuleEvent
 from mule.effects._inputs import MulePortsInput
+from mule.effects._lifecycle import MuleEvent
 from mule.effects._outcome import MuleCompletedTurn, MuleRunOutcome, OutputT
 from mule.effects._ports import Ports
 from mule.effects._tool_types import ToolSignatureError, decode, schema_for

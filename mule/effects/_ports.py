@@ -16,7 +16,7 @@ from attrs import frozen
 from returns.result import Result
 
 from mule.effects._errors import MuleError
-from mule.effects._events import MuleEvent
+from mule.effects._lifecycle import MuleEvent
 from mule.effects._outcome import MuleCompletedTurn
 from mule.effects._tools import MuleCallPreparation
 from mule.pi import AbortSignal, Message, ToolCall

@@ -8,7 +8,7 @@ from attrs import frozen
 from returns.result import Failure, Result, Success
 
 from mule.effects._errors import MuleError
-from mule.effects._events import MuleEvent
+from mule.effects._lifecycle import MuleEvent
 from mule.effects._outcome import MuleCompletedTurn, MuleRunOutcome
 from mule.effects._tools import MuleCallPreparation, MuleToolExecutionPart
 from mule.pi import (

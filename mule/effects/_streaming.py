@@ -6,9 +6,9 @@ from typing import assert_never
 
 from attrs import evolve
 
-from mule.effects._batch import _fail_truncated_calls, _start_batch
+from mule.effects._batch import fail_truncated_calls, start_batch
 from mule.effects._errors import MuleError
-from mule.effects._events import (
+from mule.effects._lifecycle import (
     MessageEnd,
     MessageStart,
     TurnEnd,
@@ -29,8 +29,8 @@ from mule.effects._state import (
     BackingOff,
     Streaming,
 )
-from mule.effects._turns import _end_turn
-from mule.effects._txn import _fail, _Txn
+from mule.effects._turns import end_turn
+from mule.effects._txn import Txn, fail_run
 from mule.pi import (
     ZERO_USAGE,
     AssistantMessage,
@@ -52,7 +52,7 @@ from mule.pi import (
 )
 
 
-def _on_stream(t: _Txn, phase: Streaming, fact: StreamFact) -> None:
+def on_stream(t: Txn, phase: Streaming, fact: StreamFact) -> None:
     run, turn, mid = t.cfg.run, phase.turn, phase.message
     match fact:
         case StreamOpened():
@@ -69,7 +69,7 @@ def _on_stream(t: _Txn, phase: Streaming, fact: StreamFact) -> None:
             given: object = final  # a hand-written stream may push anything
             if type(given) is not AssistantMessage:
                 t.cmds.append(CLOSE_MODEL)
-                _fail(
+                fail_run(
                     t,
                     MuleError(
                         "model",
@@ -114,7 +114,7 @@ def _on_stream(t: _Txn, phase: Streaming, fact: StreamFact) -> None:
             _attempt_settled(t, phase, final)
         case StreamExhausted():
             t.cmds.append(CLOSE_MODEL)
-            _fail(t, MuleError("model", "model stream ended without a done or error event"))
+            fail_run(t, MuleError("model", "model stream ended without a done or error event"))
         case _:
             assert_never(fact)
 
@@ -125,7 +125,7 @@ def _ms(value: float | None) -> str:
     return str(int(value)) if float(value).is_integer() else str(value)
 
 
-def _attempt_settled(t: _Txn, phase: Streaming, final: AssistantMessage) -> None:
+def _attempt_settled(t: Txn, phase: Streaming, final: AssistantMessage) -> None:
     run, turn, mid = t.cfg.run, phase.turn, phase.message
     # Pi 1.6.0's loop records the level it asked for on the final message, whoever streamed it.
     final = evolve(final, thinking_level=t.cfg.stream_options.reasoning or "off")
@@ -153,12 +153,12 @@ def _attempt_settled(t: _Txn, phase: Streaming, final: AssistantMessage) -> None
     if stop == "error" or stop == "aborted":
         t.cmds.append(TurnEnd(run=run, turn=turn, message=final, tool_results=()))
         text = final.error_message or f"model response ended with stopReason {stop}"
-        _fail(t, MuleError("model", text, final))
+        fail_run(t, MuleError("model", text, final))
         return
     calls = tuple(b for b in final.content if type(b) is ToolCall)
     if calls and stop == "length":
-        _fail_truncated_calls(t, final, mid, calls)
+        fail_truncated_calls(t, final, mid, calls)
     elif calls:
-        _start_batch(t, final, mid, calls)
+        start_batch(t, final, mid, calls)
     else:
-        _end_turn(t, final, (), more=False)
+        end_turn(t, final, (), more=False)

@@ -20,10 +20,10 @@ from typing import Any, TypeAlias
 from attrs import evolve
 from returns.result import Failure
 
-from mule.effects._batch import _begin_resume, _on_tools
+from mule.effects._batch import begin_resume, on_tools
 from mule.effects._errors import MuleError, describe
-from mule.effects._events import MessageUpdate, RunEnd, RunStart
 from mule.effects._identity import MuleIdentity
+from mule.effects._lifecycle import MessageUpdate, RunEnd, RunStart
 from mule.effects._protocol import (
     ASK_STEERING,
     PULL_MODEL,
@@ -62,16 +62,16 @@ from mule.effects._state import (
     RunState,
     Streaming,
 )
-from mule.effects._streaming import _on_stream
+from mule.effects._streaming import on_stream
 from mule.effects._turns import (
-    _attempt,
-    _call_model,
-    _on_poll,
-    _open_turn,
-    _turn_body,
-    _turn_ended,
+    call_model,
+    on_poll,
+    open_turn,
+    start_attempt,
+    turn_body,
+    turn_ended,
 )
-from mule.effects._txn import _cancel, _fail, _Txn
+from mule.effects._txn import Txn, cancel_run, fail_run
 from mule.pi import (
     BLOCK_EVENT_TYPES,
     DoneEvent,
@@ -116,7 +116,7 @@ def step(state: RunState, fact: Fact) -> tuple[RunState, tuple[Command, ...]]:
             if type(phase) is Over:
                 return state, ()
             raise AssertionError(f"fact {type(fact).__name__} is not expected in {phase!r}")
-        t = _Txn(state)
+        t = Txn(state)
         rule(t, phase, fact)
         return t.commit()
     except Exception as exc:
@@ -141,27 +141,27 @@ def stream_update(state: RunState, fact: Fact) -> MessageUpdate | None:
 
 # -- the rules: (phase, fact) -> handler ----------------------------------------------------
 # A handler changes the step's transaction `t`; its `phase` is the rule's phase type.
-Handler: TypeAlias = Callable[[_Txn, Any, Any], None]
+Handler: TypeAlias = Callable[[Txn, Any, Any], None]
 
 
-def _on_began(t: _Txn, phase: NotStarted, fact: Began) -> None:
+def _on_began(t: Txn, phase: NotStarted, fact: Began) -> None:
     t.clock = max(t.clock, fact.now_ms)
     _begin(t)
 
 
-def _on_key(t: _Txn, phase: ResolvingKey, fact: KeyResolved) -> None:
-    _call_model(t, phase.attempt, fact.key)
+def _on_key(t: Txn, phase: ResolvingKey, fact: KeyResolved) -> None:
+    call_model(t, phase.attempt, fact.key)
 
 
-def _on_messages(t: _Txn, phase: Polling, fact: MessagesAnswered) -> None:
-    _on_poll(t, phase, fact.messages)
+def _on_messages(t: Txn, phase: Polling, fact: MessagesAnswered) -> None:
+    on_poll(t, phase, fact.messages)
 
 
-def _on_stop(t: _Txn, phase: AwaitingStop, fact: StopAnswered) -> None:
-    _turn_ended(t, phase.message, phase.results, phase.more, stop=fact.stop)
+def _on_stop(t: Txn, phase: AwaitingStop, fact: StopAnswered) -> None:
+    turn_ended(t, phase.message, phase.results, phase.more, stop=fact.stop)
 
 
-def _on_retry_after(t: _Txn, phase: AwaitingRetryAfter, fact: RetryAfterAnswered) -> None:
+def _on_retry_after(t: Txn, phase: AwaitingRetryAfter, fact: RetryAfterAnswered) -> None:
     ms = fact.ms
     delay = phase.backoff_ms
     if ms is not None and math.isfinite(ms) and ms >= 0:
@@ -172,27 +172,27 @@ def _on_retry_after(t: _Txn, phase: AwaitingRetryAfter, fact: RetryAfterAnswered
     t.cmds.append(Sleep(delay))
 
 
-def _on_slept(t: _Txn, phase: BackingOff, fact: Slept) -> None:
-    _attempt(t, phase.attempt + 1)
+def _on_slept(t: Txn, phase: BackingOff, fact: Slept) -> None:
+    start_attempt(t, phase.attempt + 1)
 
 
-def _on_tool_fact(t: _Txn, phase: RunningTools, fact: ToolFact) -> None:
-    _on_tools(t, phase.batch, fact)
+def _on_tool_fact(t: Txn, phase: RunningTools, fact: ToolFact) -> None:
+    on_tools(t, phase.batch, fact)
 
 
-def _on_cancel(t: _Txn, phase: Phase, fact: CancelRequested) -> None:
-    _cancel(t, fact)
+def _on_cancel(t: Txn, phase: Phase, fact: CancelRequested) -> None:
+    cancel_run(t, fact)
 
 
-def _on_listener_failed(t: _Txn, phase: Phase, fact: ListenerFailed) -> None:
+def _on_listener_failed(t: Txn, phase: Phase, fact: ListenerFailed) -> None:
     # In `Over` only `run_end` precedes the Finish of its step: its listener failed, so the
     # run fails with that error instead (the interpreter drops the pending Finish).
     t.phase = Over()
     t.cmds.append(Finish(Failure(fact.error)))
 
 
-def _on_work_failed(t: _Txn, phase: Phase, fact: WorkFailed) -> None:
-    _fail(t, fact.error)
+def _on_work_failed(t: Txn, phase: Phase, fact: WorkFailed) -> None:
+    fail_run(t, fact.error)
 
 
 EVENT_FACTS: tuple[type[Fact], ...] = (StartEvent, DoneEvent, ErrorEvent, *BLOCK_EVENT_TYPES)
@@ -222,7 +222,7 @@ RULES: Mapping[tuple[type[Phase], type[Fact]], Handler] = MappingProxyType(
         (NotStarted, Began): _on_began,
         (Polling, MessagesAnswered): _on_messages,
         (ResolvingKey, KeyResolved): _on_key,
-        **{(Streaming, f): _on_stream for f in STREAM_FACTS},
+        **{(Streaming, f): on_stream for f in STREAM_FACTS},
         (AwaitingRetryAfter, RetryAfterAnswered): _on_retry_after,
         (BackingOff, Slept): _on_slept,
         **{(RunningTools, f): _on_tool_fact for f in TOOL_FACTS},
@@ -260,18 +260,18 @@ def _crashed(state: RunState, fact: Fact, exc: Exception) -> tuple[RunState, tup
     )
 
 
-def _begin(t: _Txn) -> None:
+def _begin(t: Txn) -> None:
     t.cmds.append(RunStart(run=t.cfg.run, messages=t.context[t.state.lead :]))
-    _open_turn(t)
+    open_turn(t)
     resume = t.cfg.resume
     if resume is not None:
         t.first_turn = False
-        _begin_resume(t)
+        begin_resume(t)
     elif t.cfg.has_steering:
         t.phase = Polling("steering")
         t.cmds.append(ASK_STEERING)
     else:
-        _turn_body(t, ())
+        turn_body(t, ())
 
 
 __all__ = [

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from attrs import evolve
 
-from mule.effects._events import MessageEnd, MessageStart, ModelPrompt, TurnEnd, TurnStart
+from mule.effects._lifecycle import MessageEnd, MessageStart, ModelPrompt, TurnEnd, TurnStart
 from mule.effects._limits import LimitName, reached
 from mule.effects._outcome import MuleCompletedTurn
 from mule.effects._protocol import (
@@ -22,7 +22,7 @@ from mule.effects._state import (
     ResolvingKey,
     Streaming,
 )
-from mule.effects._txn import _complete, _Txn
+from mule.effects._txn import Txn, complete_run
 from mule.pi import (
     AssistantMessage,
     Message,
@@ -35,15 +35,15 @@ from mule.pi import (
 )
 
 
-def _open_turn(t: _Txn) -> None:
+def open_turn(t: Txn) -> None:
     t.turn = t.ident("turn", t.cfg.run)
     t.cmds.append(TurnStart(run=t.cfg.run, turn=t.turn))
 
 
-def _turn_body(t: _Txn, pending: Sequence[Message]) -> None:
+def turn_body(t: Txn, pending: Sequence[Message]) -> None:
     """One pass of Pi's inner loop: open a turn (after the first), inject, call the model."""
     if not t.first_turn:
-        _open_turn(t)
+        open_turn(t)
     t.first_turn = False
     turn = t.current_turn()
     pending = _declare_tool_changes(t, pending)
@@ -54,10 +54,10 @@ def _turn_body(t: _Txn, pending: Sequence[Message]) -> None:
     if pending:
         t.context += tuple(pending)
         t.new += tuple(pending)
-    _attempt(t, 1)
+    start_attempt(t, 1)
 
 
-def _declare_tool_changes(t: _Txn, pending: Sequence[Message]) -> Sequence[Message]:
+def _declare_tool_changes(t: Txn, pending: Sequence[Message]) -> Sequence[Message]:
     """Pi 1.6.0's declareToolChanges: make the transcript declare exactly the run's tools.
 
     The difference between the tools the transcript declares and the run's tools goes on the
@@ -105,11 +105,11 @@ def _with_changes(
     )
 
 
-def _on_poll(t: _Txn, phase: Polling, messages: tuple[Message, ...]) -> None:
+def on_poll(t: Txn, phase: Polling, messages: tuple[Message, ...]) -> None:
     match phase.kind:
         case "steering":
             if t.first_turn or messages:
-                _turn_body(t, messages)
+                turn_body(t, messages)
             elif t.more:
                 # Pi 1.6.0 polls steering once more before the next turn when this poll was
                 # empty: a message queued meanwhile lands in that turn.
@@ -119,18 +119,18 @@ def _on_poll(t: _Txn, phase: Polling, messages: tuple[Message, ...]) -> None:
                 t.phase = Polling("follow_up")
                 t.cmds.append(ASK_FOLLOW_UP)
             else:
-                _complete(t)
+                complete_run(t)
         case "steering_again":
-            _turn_body(t, messages)
+            turn_body(t, messages)
         case "follow_up":
             if messages:
-                _turn_body(t, messages)
+                turn_body(t, messages)
             else:
-                _complete(t)
+                complete_run(t)
 
 
-def _end_turn(
-    t: _Txn, message: AssistantMessage, results: tuple[ToolResultMessage, ...], more: bool
+def end_turn(
+    t: Txn, message: AssistantMessage, results: tuple[ToolResultMessage, ...], more: bool
 ) -> None:
     """End a completed turn: the stop hook where Pi 1.6.0 calls finishTurn, then turn_end.
 
@@ -140,10 +140,10 @@ def _end_turn(
         t.phase = AwaitingStop(more, message, results)
         t.cmds.append(AskStop(MuleCompletedTurn(message, results, t.context, t.new)))
     else:
-        _turn_ended(t, message, results, more, stop=False)
+        turn_ended(t, message, results, more, stop=False)
 
 
-def _limit(t: _Txn, more: bool, turns: int) -> LimitName | None:
+def _limit(t: Txn, more: bool, turns: int) -> LimitName | None:
     """Return the limit that ends the run after `turns` turns, if any.
 
     A limit stops the run only where another turn could start.
@@ -153,8 +153,8 @@ def _limit(t: _Txn, more: bool, turns: int) -> LimitName | None:
     return None
 
 
-def _turn_ended(
-    t: _Txn,
+def turn_ended(
+    t: Txn,
     message: AssistantMessage,
     results: tuple[ToolResultMessage, ...],
     more: bool,
@@ -167,35 +167,35 @@ def _turn_ended(
     )
     t.turns += 1
     if stop:
-        _complete(t)
+        complete_run(t)
         return
     limit = _limit(t, more, t.turns)
     if limit is not None:
         t.limit = limit
-        _complete(t)
+        complete_run(t)
         return
     t.more = more
     if t.cfg.has_steering:
         t.phase = Polling("steering")
         t.cmds.append(ASK_STEERING)
     elif more:
-        _turn_body(t, ())
+        turn_body(t, ())
     elif t.cfg.has_follow_up:
         t.phase = Polling("follow_up")
         t.cmds.append(ASK_FOLLOW_UP)
     else:
-        _complete(t)
+        complete_run(t)
 
 
-def _attempt(t: _Txn, attempt: int) -> None:
+def start_attempt(t: Txn, attempt: int) -> None:
     if t.cfg.has_key_hook:
         t.phase = ResolvingKey(attempt)
         t.cmds.append(ResolveKey(t.cfg.model.provider))
     else:
-        _call_model(t, attempt, None)
+        call_model(t, attempt, None)
 
 
-def _call_model(t: _Txn, attempt: int, key: str | None) -> None:
+def call_model(t: Txn, attempt: int, key: str | None) -> None:
     cfg = t.cfg
     turn = t.current_turn()
     # The prompt the model sees: the transcript's system messages replayed (pi-ai 1.6.0).

@@ -5,11 +5,11 @@ from __future__ import annotations
 from returns.result import Failure, Result, Success
 
 from mule.effects._errors import MuleError
-from mule.effects._events import (
+from mule.effects._identity import MuleIdentity, MuleIdentityKind
+from mule.effects._lifecycle import (
     RunEnd,
     RunStatus,
 )
-from mule.effects._identity import MuleIdentity, MuleIdentityKind
 from mule.effects._outcome import MuleRunOutcome
 from mule.effects._protocol import (
     CancelRequested,
@@ -28,7 +28,7 @@ from mule.effects._tools import (
 from mule.pi import ZERO_USAGE, AssistantMessage, TextContent
 
 
-class _Txn:
+class Txn:
     """The changes of one step, applied to a copy of the state at the end (local mutation only)."""
 
     __slots__ = (
@@ -97,18 +97,18 @@ class _Txn:
         )
 
 
-def _finish(t: _Txn, result: Result[MuleRunOutcome, MuleError]) -> None:
+def _finish(t: Txn, result: Result[MuleRunOutcome, MuleError]) -> None:
     t.phase = Over()
     t.cmds.append(Finish(result))
 
 
-def _terminal(t: _Txn, status: RunStatus) -> MuleIdentity:
+def _terminal(t: Txn, status: RunStatus) -> MuleIdentity:
     terminal = t.ident("terminal", t.cfg.run)
     t.cmds.append(RunEnd(run=t.cfg.run, terminal=terminal, outcome=status))
     return terminal
 
 
-def _complete(t: _Txn) -> None:
+def complete_run(t: Txn) -> None:
     terminal = _terminal(t, "completed")
     message = t.last_assistant  # a resumed run sets it to resume.message before its turn ends
     assert message is not None
@@ -125,12 +125,12 @@ def _complete(t: _Txn) -> None:
     _finish(t, Success(outcome))
 
 
-def _fail(t: _Txn, error: MuleError) -> None:
+def fail_run(t: Txn, error: MuleError) -> None:
     _terminal(t, "failed")
     _finish(t, Failure(error))
 
 
-def _cancel(t: _Txn, fact: CancelRequested) -> None:
+def cancel_run(t: Txn, fact: CancelRequested) -> None:
     t.clock = max(t.clock, fact.now_ms)
     terminal = _terminal(t, "cancelled")
     outcome = MuleRunOutcome(
@@ -145,7 +145,7 @@ def _cancel(t: _Txn, fact: CancelRequested) -> None:
     _finish(t, Success(outcome))
 
 
-def _synthetic(t: _Txn, stop: str, reason: str) -> AssistantMessage:
+def _synthetic(t: Txn, stop: str, reason: str) -> AssistantMessage:
     """Pi's Agent-style stand-in message for a run that ended without one."""
     m = t.cfg.model
     return AssistantMessage(
@@ -160,7 +160,7 @@ def _synthetic(t: _Txn, stop: str, reason: str) -> AssistantMessage:
     )
 
 
-def _error_result(text: str, terminate: bool | None = None) -> MuleToolResult:
+def error_result(text: str, terminate: bool | None = None) -> MuleToolResult:
     return MuleToolResult(
         content=(TextContent(text),), details={}, is_error=True, terminate=terminate
     )

@@ -13,6 +13,26 @@ from mule.pi._abort import (
     as_exception,
     child_controller,
 )
+from mule.pi._assistant_events import (
+    BLOCK_EVENT_TYPES,
+    EVENT_CLASSES,
+    AssistantMessageEvent,
+    BlockEvent,
+    DoneEvent,
+    ErrorEvent,
+    PartialSource,
+    StartEvent,
+    TerminalEvent,
+    TextDeltaEvent,
+    TextEndEvent,
+    TextStartEvent,
+    ThinkingDeltaEvent,
+    ThinkingEndEvent,
+    ThinkingStartEvent,
+    ToolCallDeltaEvent,
+    ToolCallEndEvent,
+    ToolCallStartEvent,
+)
 from mule.pi._content import (
     AssistantContent,
     ImageContent,
@@ -35,26 +55,7 @@ from mule.pi._context import (
 )
 from mule.pi._cost import calculate_cost
 from mule.pi._error_text import ToolArgumentsError, ToolSchemaError
-from mule.pi._events import (
-    BLOCK_EVENT_TYPES,
-    EVENT_CLASSES,
-    AssistantMessageEvent,
-    BlockEvent,
-    DoneEvent,
-    ErrorEvent,
-    PartialSource,
-    StartEvent,
-    TerminalEvent,
-    TextDeltaEvent,
-    TextEndEvent,
-    TextStartEvent,
-    ThinkingDeltaEvent,
-    ThinkingEndEvent,
-    ThinkingStartEvent,
-    ToolCallDeltaEvent,
-    ToolCallEndEvent,
-    ToolCallStartEvent,
-)
+from mule.pi._event_stream import AssistantMessageEventStream, IncompleteStreamError
 from mule.pi._extras import MissingExtraError, needs_extra
 from mule.pi._json import JsonError, JsonObject, JsonValue, loads, stringify
 from mule.pi._messages import (
@@ -90,7 +91,6 @@ from mule.pi._retry import (
     is_retryable_assistant_error,
     retry_delay_ms,
 )
-from mule.pi._stream import AssistantMessageEventStream, IncompleteStreamError
 from mule.pi._transcript import (
     TranscriptContext,
     collapse_context,

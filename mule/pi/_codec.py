@@ -30,6 +30,7 @@ from cattrs.errors import AttributeValidationNote, ClassValidationError
 from cattrs.gen import make_dict_structure_fn, override
 from cattrs.v import format_exception
 
+from mule.pi._assistant_events import EVENT_CLASSES
 from mule.pi._content import (
     ImageContent,
     TextContent,
@@ -38,7 +39,6 @@ from mule.pi._content import (
     UserContent,
 )
 from mule.pi._context import Context, ThinkingBudgets
-from mule.pi._events import EVENT_CLASSES
 from mule.pi._js_values import as_json_number
 from mule.pi._json import loads, stringify
 from mule.pi._messages import (

@@ -11,8 +11,7 @@ import anyio
 from attrs import define, field, frozen
 
 from mule.pi._abort import AbortSignal
-from mule.pi._context import StreamOptions
-from mule.pi._events import (
+from mule.pi._assistant_events import (
     AssistantMessageEvent,
     DoneEvent,
     ErrorEvent,
@@ -27,11 +26,12 @@ from mule.pi._events import (
     ToolCallEndEvent,
     ToolCallStartEvent,
 )
+from mule.pi._context import StreamOptions
+from mule.pi._event_stream import AssistantMessageEventStream
 from mule.pi._json import JsonObject, JsonValue  # noqa: F401 (resolves the recursive alias)
 from mule.pi._messages import ZERO_USAGE, StopReason, Usage, now_ms
 from mule.pi._model import Model
 from mule.pi._partial import PartialBuilder
-from mule.pi._stream import AssistantMessageEventStream
 from mule.pi._transcript import TranscriptContext
 
 

@@ -21,7 +21,11 @@ from mule.pirc._config import (
     default_pi_executable,
     project_pi,
 )
-from mule.pirc._events import (
+from mule.pirc._framing import FrameStats, LineError, LineFramer, decode_line, parse_record
+from mule.pirc._growth import LineDecoder
+from mule.pirc._job_handle import Job
+from mule.pirc._mapper import EventMapper
+from mule.pirc._pi_events import (
     AgentEnd,
     AgentSettled,
     AutoRetryEnd,
@@ -42,10 +46,6 @@ from mule.pirc._events import (
     SummarizationRetryFinished,
     SummarizationRetryScheduled,
 )
-from mule.pirc._framing import FrameStats, LineError, LineFramer, decode_line, parse_record
-from mule.pirc._growth import LineDecoder
-from mule.pirc._job_handle import Job
-from mule.pirc._mapper import EventMapper
 from mule.pirc._session_data import (
     ClearedQueue,
     Disposition,

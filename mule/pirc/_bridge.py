@@ -36,7 +36,6 @@ from mule.pirc._commands import (
 from mule.pirc._config import BridgeConfig
 from mule.pirc._correlation import PendingCommands
 from mule.pirc._dialogs import Dialogs
-from mule.pirc._events import BridgeEvent, ExtensionUIRequest, JobResult
 from mule.pirc._framing import FrameStats, LineFramer
 from mule.pirc._growth import LineDecoder
 from mule.pirc._job import (
@@ -53,6 +52,7 @@ from mule.pirc._job import (
 from mule.pirc._job_commands import JobCommands
 from mule.pirc._job_handle import Job
 from mule.pirc._mapper import EventMapper
+from mule.pirc._pi_events import BridgeEvent, ExtensionUIRequest, JobResult
 from mule.pirc._process import PiProcess
 from mule.pirc._session_data import Disposition, disposition_of
 from mule.pirc._subscription import Subscribers, Subscription

@@ -15,7 +15,7 @@ from typing import Any, final
 import anyio
 from anyio.abc import TaskGroup
 
-from mule.pirc._events import ExtensionUIRequest
+from mule.pirc._pi_events import ExtensionUIRequest
 
 log = logging.getLogger("mule.pirc")
 

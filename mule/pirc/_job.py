@@ -22,7 +22,7 @@ from attrs import evolve, frozen
 
 from mule.effects import RunStatus
 from mule.pi import AssistantMessage
-from mule.pirc._events import AgentEnd, BridgeEvent, PiMessage
+from mule.pirc._pi_events import AgentEnd, BridgeEvent, PiMessage
 
 Phase: TypeAlias = Literal["waiting", "running", "settling", "retrying", "compacting", "done"]
 

@@ -10,8 +10,8 @@ from attrs import evolve
 
 from mule.effects import MuleIdentity
 from mule.pirc._commands import BridgeError, JobTimeout
-from mule.pirc._events import JobResult
 from mule.pirc._job import JobState
+from mule.pirc._pi_events import JobResult
 from mule.pirc._session_data import Disposition
 
 

@@ -60,7 +60,7 @@ from mule.pi import (
     from_wire,
 )
 from mule.pirc._assembly import DeltaAssembly
-from mule.pirc._events import (
+from mule.pirc._pi_events import (
     AgentEnd,
     AgentSettled,
     AutoRetryEnd,

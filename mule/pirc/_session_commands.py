@@ -12,8 +12,8 @@ from typing import Any
 from mule.pi import ImageContent, to_wire
 from mule.pirc._commands import QueueMode
 from mule.pirc._config import ThinkingOption
-from mule.pirc._events import PiMessage
 from mule.pirc._mapper import decode_message
+from mule.pirc._pi_events import PiMessage
 from mule.pirc._session_data import ClearedQueue, SessionEntries, SessionTree
 
 

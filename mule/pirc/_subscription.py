@@ -8,8 +8,8 @@ import anyio
 
 from mule.effects import MuleIdentity
 from mule.pirc._buffer import BufferStats, EventBuffer
-from mule.pirc._events import BridgeEvent
 from mule.pirc._mapper import is_droppable
+from mule.pirc._pi_events import BridgeEvent
 
 
 @final

@@ -5,8 +5,8 @@ from mule.pi import AbortController, AbortError, AbortSignal
 from mule.promise._adapt import core_input, emit_port, ports
 from mule.promise._encode import ToolResultError
 from mule.promise._function_tool import ToolSignatureError, as_result, schema_for, tool
-from mule.promise._run import Mule, MuleRunFailed, mule, run
-from mule.promise._stream import MuleStream, stream
+from mule.promise._run_raising import Mule, MuleRunFailed, mule, run
+from mule.promise._stream_raising import MuleStream, stream
 from mule.promise._sync import run_sync
 from mule.promise._tool_context import ToolContext
 from mule.promise._types import (

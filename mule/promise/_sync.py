@@ -24,7 +24,7 @@ import anyio
 
 from mule.effects import MuleRunOutcome, OutputT
 from mule.pi import AbortSignal
-from mule.promise._run import run
+from mule.promise._run_raising import run
 from mule.promise._types import MulePromiseListener, MuleRunInput, check_listener
 
 if TYPE_CHECKING:

@@ -23,7 +23,7 @@ Script = list[dict[str, Any]]
 """A list of scripted responses (see `mule.testing.fake_openai` for their keys)."""
 
 
-def _sse_body(response: Mapping[str, Any]) -> Iterator[bytes]:
+def sse_body(response: Mapping[str, Any]) -> Iterator[bytes]:
     """Yield the SSE frames of a scripted response, one per event."""
     named = bool(response.get("named"))
     for item in response.get("events", ()):
@@ -250,7 +250,7 @@ class FakeOpenAI:
             return False
         delay = float(response.get("delay_ms") or 0) / 1000
         then = response.get("then") or ("end" if response.get("named") else "done")
-        frames = list(_sse_body(response))
+        frames = list(sse_body(response))
         if then == "done":
             frames.append(b"data: [DONE]\n\n")
         if delay:

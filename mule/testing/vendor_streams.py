@@ -32,7 +32,7 @@ from mule.pi.providers import (
 from mule.testing import fake_anthropic as fa
 from mule.testing import fake_google as fg
 from mule.testing import fake_openai as fo
-from mule.testing._openai_server import _sse_body
+from mule.testing._openai_server import sse_body
 
 VENDORS: Final = ("anthropic", "google", "openai-completions", "openai-responses")
 
@@ -141,7 +141,7 @@ def _google(deltas: int) -> bytes:
 
 
 def _openai(script: dict[str, Any]) -> bytes:
-    body = b"".join(_sse_body(script))
+    body = b"".join(sse_body(script))
     return body + b"data: [DONE]\n\n" if script.get("then") == "done" else body
 
 

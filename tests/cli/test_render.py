@@ -17,7 +17,7 @@ from rich.console import Console
 
 from mule.cli._render import JsonLines, LiveView, planned_retry_ms
 from mule.effects import event_from_wire
-from mule.effects._events import ModelPrompt, MuleEvent
+from mule.effects._lifecycle import ModelPrompt, MuleEvent
 from mule.pi._messages import ZERO_USAGE, AssistantMessage, UserMessage
 from mule.pi._model import Model
 from mule.pi._retry import RetryPolicy

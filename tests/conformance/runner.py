@@ -31,7 +31,8 @@ from mule.effects import (
 )
 from mule.effects import run as effects_run
 from mule.effects._errors import MuleError
-from mule.effects._events import (
+from mule.effects._identity import MuleIdentity
+from mule.effects._lifecycle import (
     MessageEnd,
     MessageStart,
     MessageUpdate,
@@ -45,7 +46,6 @@ from mule.effects._events import (
     TurnEnd,
     TurnStart,
 )
-from mule.effects._identity import MuleIdentity
 from mule.effects._tools import (
     MuleCallPreparation,
     MuleToolExecutionPart,
@@ -60,15 +60,15 @@ from mule.pi import (
     get_current_system_prompt,
     get_current_tools,
 )
+from mule.pi._assistant_events import TextDeltaEvent
 from mule.pi._codec import from_wire, to_wire
 from mule.pi._content import TextContent, ToolCall
 from mule.pi._context import StreamOptions, Tool
-from mule.pi._events import TextDeltaEvent
 from mule.pi._messages import ZERO_USAGE, AssistantMessage, Message
 from mule.pi._model import Model
 from mule.pi._scripted import Block, Call, Reply, ScriptedModel, Text, Thinking
-from mule.promise._run import MuleRunFailed
-from mule.promise._run import run as promise_run
+from mule.promise._run_raising import MuleRunFailed
+from mule.promise._run_raising import run as promise_run
 from mule.promise._types import MuleRunInput as PromiseInput
 from mule.promise._types import MuleTool as PromiseTool
 from mule.promise._types import MuleToolPrepared as PromisePrepared

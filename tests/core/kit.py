@@ -29,7 +29,8 @@ from mule.effects import (
 )
 from mule.effects import run as effects_run
 from mule.effects._errors import MuleError
-from mule.effects._events import (
+from mule.effects._identity import MuleIdentity
+from mule.effects._lifecycle import (
     MessageEnd,
     MessageStart,
     MessageUpdate,
@@ -43,7 +44,6 @@ from mule.effects._events import (
     TurnEnd,
     TurnStart,
 )
-from mule.effects._identity import MuleIdentity
 from mule.effects._tools import (
     ExecutionMode,
     MuleToolExecutionPart,

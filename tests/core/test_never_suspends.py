@@ -16,13 +16,18 @@ import pytest
 from returns.result import Result, Success
 
 from mule.effects._errors import MuleError
-from mule.effects._events import MuleEvent
+from mule.effects._lifecycle import MuleEvent
 from mule.pi import AbortSignal
+from mule.pi._assistant_events import (
+    AssistantMessageEvent,
+    StartEvent,
+    TextDeltaEvent,
+    TextStartEvent,
+)
 from mule.pi._context import Context, StreamOptions
-from mule.pi._events import AssistantMessageEvent, StartEvent, TextDeltaEvent, TextStartEvent
+from mule.pi._event_stream import AssistantMessageEventStream
 from mule.pi._model import Model
 from mule.pi._partial import PartialBuilder
-from mule.pi._stream import AssistantMessageEventStream
 from tests.core.kit import Recorder, Root, make_input, run_root
 
 pytestmark = pytest.mark.anyio

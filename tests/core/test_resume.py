@@ -9,7 +9,7 @@ from attrs import evolve
 
 from mule.effects import INTERRUPTED_UNSAFE, MuleResume
 from mule.effects._batch import truncated_call_text
-from mule.effects._events import MessageStart, ToolExecutionStart, TurnEnd, TurnStart
+from mule.effects._lifecycle import MessageStart, ToolExecutionStart, TurnEnd, TurnStart
 from mule.effects._tools import (
     MuleToolCheckpoint,
     MuleToolResult,

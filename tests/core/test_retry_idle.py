@@ -10,14 +10,14 @@ import pytest
 from returns.result import Failure, Result
 
 from mule.effects._errors import MuleError
-from mule.effects._events import MessageEnd, MessageStart, MessageUpdate, ModelPrompt
+from mule.effects._lifecycle import MessageEnd, MessageStart, MessageUpdate, ModelPrompt
 from mule.pi import AbortSignal
 from mule.pi._context import StreamOptions
+from mule.pi._event_stream import AssistantMessageEventStream
 from mule.pi._messages import AssistantMessage
 from mule.pi._model import Model
 from mule.pi._retry import RetryPolicy
 from mule.pi._scripted import Reply, ScriptedModel, Text, error_reply, reply
-from mule.pi._stream import AssistantMessageEventStream
 from mule.pi._transcript import TranscriptContext
 from tests.core.kit import (
     MODEL,

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from mule.effects._batch import truncated_call_text
-from mule.effects._events import (
+from mule.effects._identity import MuleIdentity
+from mule.effects._lifecycle import (
     MessageEnd,
     MessageStart,
     MessageUpdate,
@@ -17,7 +18,6 @@ from mule.effects._events import (
     TurnEnd,
     TurnStart,
 )
-from mule.effects._identity import MuleIdentity
 from mule.pi import (
     SystemMessage,
     ToolArgumentsError,
@@ -26,9 +26,9 @@ from mule.pi import (
     validate_tool_arguments,
     without_system_messages,
 )
+from mule.pi._assistant_events import TextDeltaEvent
 from mule.pi._content import TextContent, ToolCall
 from mule.pi._context import StreamOptions, Tool
-from mule.pi._events import TextDeltaEvent
 from mule.pi._json import JsonObject, JsonValue  # noqa: F401 (resolves the recursive alias)
 from mule.pi._messages import AssistantMessage, ToolResultMessage, Usage
 from mule.pi._model import ThinkingLevel

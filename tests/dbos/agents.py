@@ -17,12 +17,12 @@ from pathlib import Path
 import anyio
 
 import mule.promise as promise
+from mule.pi._assistant_events import AssistantMessageEvent
 from mule.pi._content import TextContent, ToolCall
 from mule.pi._context import StreamOptions, Tool
-from mule.pi._events import AssistantMessageEvent
+from mule.pi._event_stream import AssistantMessageEventStream
 from mule.pi._messages import Message
 from mule.pi._model import Model
-from mule.pi._stream import AssistantMessageEventStream
 from mule.pi._transcript import TranscriptContext
 from mule.testing.crash import MODEL, RETRY, SYSTEM, ScenarioModel, scenario_tools
 

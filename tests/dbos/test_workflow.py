@@ -16,7 +16,7 @@ import mule.promise as promise
 from mule.dbos import MuleDBOSClient
 from mule.dbos._store import StoredEvent
 from mule.effects import INTERRUPTED_UNSAFE, event_to_record, to_wire
-from mule.effects._events import MuleEvent
+from mule.effects._lifecycle import MuleEvent
 from mule.pi._messages import UserMessage
 from mule.testing.crash import FINAL_TEXT, PROMPT, CrashCase, check_case
 from tests.dbos import agents

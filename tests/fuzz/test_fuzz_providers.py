@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 
 import mule.promise as promise
 from mule.effects import MULE_CODEC, MuleEvent
-from mule.effects._events import MessageEnd
+from mule.effects._lifecycle import MessageEnd
 from mule.pi import AbortSignal, StreamOptions, UserMessage
 from mule.pi._messages import Message
 from mule.testing.fake_anthropic import Reply, Stall, serve_script

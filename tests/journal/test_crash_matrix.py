@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mule.effects import MuleResume
-from mule.effects._events import MuleEvent
+from mule.effects._lifecycle import MuleEvent
 from mule.journal import Journal
 from mule.pi import AbortSignal
 from mule.pi._messages import Message

@@ -20,7 +20,7 @@ import anyio
 import pytest
 
 import mule.promise as promise
-from mule.effects._events import MessageEnd, MuleEvent
+from mule.effects._lifecycle import MessageEnd, MuleEvent
 from mule.journal import Journal, JournalError
 from mule.journal._schema import SCHEMA_VERSION
 from mule.pi._content import ToolCall

@@ -30,7 +30,7 @@ from mule.effects import (
 )
 from mule.effects import run as effects_run
 from mule.effects._errors import MuleError
-from mule.effects._events import MessageEnd, MuleEvent, ToolExecutionStart
+from mule.effects._lifecycle import MessageEnd, MuleEvent, ToolExecutionStart
 from mule.effects._tools import (
     MuleToolExecutionPart,
     MuleToolResult,

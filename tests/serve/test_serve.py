@@ -21,10 +21,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mule.effects._events import MessageUpdate
 from mule.effects._identity import MuleIdentity
+from mule.effects._lifecycle import MessageUpdate
+from mule.pi._assistant_events import TextDeltaEvent
 from mule.pi._content import TextContent
-from mule.pi._events import TextDeltaEvent
 from mule.pi._messages import ZERO_USAGE, AssistantMessage
 from mule.pirc import (
     AgentEnd,

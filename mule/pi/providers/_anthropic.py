@@ -20,11 +20,11 @@ from attrs import evolve, frozen
 
 from mule.pi._content import ImageContent, TextContent, ThinkingContent
 from mule.pi._context import CacheRetention, Context, StreamOptions, Tool
+from mule.pi._event_stream import AssistantMessageEventStream
 from mule.pi._json import JsonObject, JsonValue, loads, stringify
 from mule.pi._messages import AssistantMessage, Message, StopReason, ToolResultMessage
 from mule.pi._model import Model, ThinkingLevel
 from mule.pi._partial_json import parse_json_with_repair
-from mule.pi._stream import AssistantMessageEventStream
 from mule.pi._transcript import TranscriptContext, collapse_context
 from mule.pi.providers._env import env_api_key
 from mule.pi.providers._estimate import clamp_max_tokens_to_context

@@ -17,10 +17,10 @@ from attrs import frozen
 
 from mule.pi._content import ImageContent, TextContent, ThinkingContent
 from mule.pi._context import Context, StreamOptions, ThinkingBudgets, Tool
+from mule.pi._event_stream import AssistantMessageEventStream
 from mule.pi._json import JsonObject, loads, stringify
 from mule.pi._messages import AssistantMessage, StopReason, ToolResultMessage
 from mule.pi._model import Model
-from mule.pi._stream import AssistantMessageEventStream
 from mule.pi._transcript import TranscriptContext, collapse_context
 from mule.pi.providers._env import env_api_key
 from mule.pi.providers._parser import (

@@ -25,10 +25,10 @@ from attrs import evolve
 
 from mule.pi._content import ImageContent, TextContent, ThinkingContent, ToolCall
 from mule.pi._context import Context, StreamOptions, Tool
+from mule.pi._event_stream import AssistantMessageEventStream
 from mule.pi._json import JsonValue, loads, stringify
 from mule.pi._messages import AssistantMessage, Message, StopReason, Usage
 from mule.pi._model import Model, ThinkingLevel
-from mule.pi._stream import AssistantMessageEventStream
 from mule.pi._transcript import TranscriptContext, collapse_context
 from mule.pi.providers._env import env_api_key
 from mule.pi.providers._openai_compat import CompletionsCompat, get_compat

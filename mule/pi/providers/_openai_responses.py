@@ -22,10 +22,10 @@ from typing import Any, Final, final
 from mule.pi._content import ImageContent, TextContent, ThinkingContent
 from mule.pi._context import Context, StreamOptions, Tool
 from mule.pi._cost import calculate_cost
+from mule.pi._event_stream import AssistantMessageEventStream
 from mule.pi._json import JsonObject, JsonValue, loads, stringify
 from mule.pi._messages import AssistantMessage, StopReason
 from mule.pi._model import Model, ThinkingLevel
-from mule.pi._stream import AssistantMessageEventStream
 from mule.pi._transcript import TranscriptContext, collapse_context
 from mule.pi.providers._openai_completions import bearer_auth, error_chunk_text, openai_api_key
 from mule.pi.providers._parser import (

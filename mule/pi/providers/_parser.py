@@ -24,8 +24,7 @@ from typing import Any, Final, Literal, final
 
 from attrs import evolve
 
-from mule.pi._cost import calculate_cost
-from mule.pi._events import (
+from mule.pi._assistant_events import (
     AssistantMessageEvent,
     DoneEvent,
     ErrorEvent,
@@ -40,6 +39,7 @@ from mule.pi._events import (
     ToolCallEndEvent,
     ToolCallStartEvent,
 )
+from mule.pi._cost import calculate_cost
 from mule.pi._json import JsonObject, JsonValue, loads
 from mule.pi._messages import Diagnostic, StopReason, Usage, now_ms
 from mule.pi._model import Model

@@ -17,10 +17,10 @@ from typing import Final, final
 from attrs import evolve
 
 from mule.pi._context import CacheRetention, Context, StreamOptions, ThinkingBudgets
+from mule.pi._event_stream import AssistantMessageEventStream
 from mule.pi._json import JsonValue
 from mule.pi._messages import AssistantMessage, Diagnostic
 from mule.pi._model import Model, ModelThinkingLevel, ThinkingLevel
-from mule.pi._stream import AssistantMessageEventStream
 from mule.pi._transcript import TranscriptContext
 from mule.pi.providers._env import ENV_API_KEYS, env_api_key
 

@@ -33,13 +33,13 @@ from typing import TYPE_CHECKING, Any, Final, Literal, TypeAlias, final
 import anyio
 from attrs import frozen
 
+from mule.pi._assistant_events import AssistantMessageEvent
 from mule.pi._context import ProviderResponse, StreamOptions
-from mule.pi._events import AssistantMessageEvent
+from mule.pi._event_stream import AssistantMessageEventStream
 from mule.pi._extras import needs_extra
 from mule.pi._json import JsonValue, loads, stringify
 from mule.pi._model import Model
-from mule.pi._stream import AssistantMessageEventStream
-from mule.pi.providers import _frames
+from mule.pi.providers._frames import MAX_EVENT_CHARS, NdjsonDecoder, SseDecoder
 from mule.pi.providers._parser import ProviderError, StreamAborted, StreamParser
 from mule.pi.providers._simple import http_error_diagnostic
 
@@ -470,10 +470,8 @@ async def _drive(
                 raise on_http_error(exc) from exc
             await notify_response(options, response, model)
             yield parser.start()
-            limit = _frames.MAX_EVENT_CHARS
-            decoder = (
-                _frames.SseDecoder(limit) if framing == "sse" else _frames.NdjsonDecoder(limit)
-            )
+            limit = MAX_EVENT_CHARS
+            decoder = SseDecoder(limit) if framing == "sse" else NdjsonDecoder(limit)
             if framing == "sse":
                 conn.expect_event_stream()
             feed = parser.feed

@@ -13,9 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from mule.pi import AbortController
-from mule.pi._content import ImageContent, TextContent, ThinkingContent, ToolCall
-from mule.pi._context import Context, StreamOptions, Tool
-from mule.pi._events import (
+from mule.pi._assistant_events import (
     AssistantMessageEvent,
     DoneEvent,
     ErrorEvent,
@@ -25,6 +23,8 @@ from mule.pi._events import (
     ToolCallDeltaEvent,
     ToolCallEndEvent,
 )
+from mule.pi._content import ImageContent, TextContent, ThinkingContent, ToolCall
+from mule.pi._context import Context, StreamOptions, Tool
 from mule.pi._messages import ZERO_USAGE, AssistantMessage, ToolResultMessage, UserMessage
 from mule.pi._model import Model, ModelCost
 from mule.pi._partial_json import parse_json_with_repair, repair_json

@@ -9,15 +9,15 @@ import anyio
 import pytest
 
 from mule.pi import AbortController
-from mule.pi._content import TextContent, ThinkingContent, ToolCall
-from mule.pi._context import Context, StreamOptions, ThinkingBudgets, Tool
-from mule.pi._events import (
+from mule.pi._assistant_events import (
     AssistantMessageEvent,
     DoneEvent,
     ErrorEvent,
     ToolCallEndEvent,
     ToolCallStartEvent,
 )
+from mule.pi._content import TextContent, ThinkingContent, ToolCall
+from mule.pi._context import Context, StreamOptions, ThinkingBudgets, Tool
 from mule.pi._messages import ZERO_USAGE, AssistantMessage, ToolResultMessage, UserMessage
 from mule.pi._model import Model, ModelCost
 from mule.pi.providers._google import (

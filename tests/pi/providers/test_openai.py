@@ -17,9 +17,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mule.pi import AbortController, AbortSignal
+from mule.pi._assistant_events import AssistantMessageEvent, DoneEvent, ErrorEvent
 from mule.pi._content import ImageContent, TextContent, ThinkingContent, ToolCall
 from mule.pi._context import Context, ProviderResponse, StreamOptions, Tool
-from mule.pi._events import AssistantMessageEvent, DoneEvent, ErrorEvent
+from mule.pi._event_stream import AssistantMessageEventStream
 from mule.pi._json import JsonValue, stringify
 from mule.pi._messages import (
     ZERO_USAGE,
@@ -29,7 +30,6 @@ from mule.pi._messages import (
     UserMessage,
 )
 from mule.pi._model import Model, ModelCost
-from mule.pi._stream import AssistantMessageEventStream
 from mule.pi._tool import ToolReference
 from mule.pi._transcript import TranscriptContext
 from mule.pi.providers import (

@@ -10,9 +10,9 @@ from typing import Any
 import anyio
 import pytest
 
+from mule.pi._assistant_events import DoneEvent, ErrorEvent
 from mule.pi._codec import to_wire
 from mule.pi._context import Context, StreamOptions
-from mule.pi._events import DoneEvent, ErrorEvent
 from mule.pi._messages import UserMessage
 from mule.pi._model import Model, ModelCost
 from mule.pi.providers import stream_simple

@@ -13,9 +13,10 @@ import anyio
 import httpx
 import pytest
 
+from mule.pi._assistant_events import AssistantMessageEvent, DoneEvent, ErrorEvent
 from mule.pi._content import ImageContent, TextContent, ThinkingContent, ToolCall
 from mule.pi._context import Context, StreamOptions
-from mule.pi._events import AssistantMessageEvent, DoneEvent, ErrorEvent
+from mule.pi._event_stream import AssistantMessageEventStream
 from mule.pi._messages import (
     ZERO_USAGE,
     AssistantMessage,
@@ -24,7 +25,6 @@ from mule.pi._messages import (
     UserMessage,
 )
 from mule.pi._model import Model, ModelCost
-from mule.pi._stream import AssistantMessageEventStream
 from mule.pi.providers import stream_simple, transform_messages
 from mule.pi.providers._transform import sanitize_surrogates
 from mule.testing.fake_openai import (

@@ -14,10 +14,10 @@ from typing import Any
 import anyio
 import pytest
 
+from mule.pi._assistant_events import DoneEvent, ErrorEvent
 from mule.pi._codec import to_wire
 from mule.pi._content import ImageContent, TextContent, ThinkingContent, ToolCall
 from mule.pi._context import Context, StreamOptions, Tool
-from mule.pi._events import DoneEvent, ErrorEvent
 from mule.pi._messages import AssistantMessage, ToolResultMessage, Usage, UserMessage
 from mule.pi._model import Model, ModelCost, ThinkingLevel
 from mule.pi.providers import stream_simple

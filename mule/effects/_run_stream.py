@@ -18,10 +18,10 @@ from attrs import evolve
 from returns.result import Failure, Result, Success
 
 from mule.effects._errors import MuleError
-from mule.effects._events import MuleEvent
 from mule.effects._inputs import MulePortsInput
+from mule.effects._lifecycle import MuleEvent
 from mule.effects._outcome import MuleRunOutcome, OutputT
-from mule.effects._run import run
+from mule.effects._root import run
 from mule.pi import AbortController, AbortSignal, child_controller
 
 CONSUMER_LEFT: Final = "the stream's consumer left before the run ended"

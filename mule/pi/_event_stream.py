@@ -14,7 +14,7 @@ from typing import final
 
 import anyio
 
-from mule.pi._events import AssistantMessageEvent, DoneEvent, ErrorEvent
+from mule.pi._assistant_events import AssistantMessageEvent, DoneEvent, ErrorEvent
 from mule.pi._messages import AssistantMessage
 
 
