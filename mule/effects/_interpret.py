@@ -1,9 +1,11 @@
 """The interpreter: performs the pure machine's commands on anyio and feeds back the facts.
 
 One task drives the machine and awaits the listener for each event (back-pressure, as in
-Pi's Agent). Model streams are pulled inline in that task; tool executors run in their own
-tasks and report parts through an inbox. The run's abort signal reaches every callback;
-cancellation ends the run with nothing but `run_end(cancelled)`.
+Pi's Agent). Model streams are pulled inline in that task, and so is a tool that runs alone
+(a sequential tool, a batch of one): its parts are pulled when the machine asks, as a model
+stream's are. Only tools that run side by side get tasks of their own, which report parts
+through an inbox. The run's abort signal reaches every callback; cancellation ends the run
+with nothing but `run_end(cancelled)`.
 """
 
 from __future__ import annotations
@@ -127,6 +129,7 @@ class Interpreter:
         "idle_s",
         "inbox",
         "inbox_send",
+        "inline",
         "last_event",
         "listener",
         "names",
@@ -149,7 +152,7 @@ class Interpreter:
         stream_fn: MuleStreamFunction,
         retry_after_ms: Callable[[AssistantMessage], float | None] | None,
         run: AbortController,
-        tg: TaskGroup,
+        tg: TaskGroup | None = None,
     ) -> None:
         self.cfg = cfg
         self.ports = ports
@@ -158,7 +161,7 @@ class Interpreter:
         self.listener = ports.emit
         self.run = run
         self.signal: AbortSignal = run.signal
-        self.tg = tg
+        self.tg = tg  # for tools that run side by side (None: a run that never has them)
         self.state: RunState | None = None
         self.stream: AssistantMessageEventStream | None = None
         self.attempt: AbortController | None = None
@@ -168,6 +171,10 @@ class Interpreter:
         self.prepared: dict[int, MuleToolPrepared[ToolExecution]] = {}
         self.names: dict[int, str] = {}
         self.tools: dict[int, _ToolRun] = {}
+        # The tool running alone in this task, and its parts (None: no such tool is open).
+        self.inline: tuple[int, AsyncIterator[Result[MuleToolExecutionPart, MuleError]]] | None = (
+            None
+        )
         self.executing = 0  # tool tasks started and not yet returned
         self.ended = False  # `run_end` was handed out: no cancellation may follow it
         self.final: Finish | None = None  # the machine's verdict that came with `run_end`
@@ -378,10 +385,12 @@ class Interpreter:
         return self._checked(event)
 
     async def release(self) -> None:
-        """Close whatever the run still holds open (a model stream cut off by cancellation)."""
-        if self.stream is not None:
+        """Close whatever the run still holds open (a model stream or a tool cut off)."""
+        if self.stream is not None or self.inline is not None:
             with anyio.CancelScope(shield=True):
-                await self._close_model()
+                if self.stream is not None:
+                    await self._close_model()
+                await self._close_inline()
 
     async def _close_model(self) -> None:
         stream, self.stream = self.stream, None
@@ -410,10 +419,16 @@ class Interpreter:
             case PrepareTool():
                 return await self._prepare(cmd)
             case StartTools():
-                for i in cmd.indices:
+                indices = cmd.indices
+                if len(indices) == 1 and not self.executing:
+                    # Alone: no task, no inbox; the machine pulls its parts as a stream's.
+                    return await self._start_inline(indices[0])
+                for i in indices:
                     self._start_tool(i)
                 return None
             case PullTool():
+                if self.inline is not None and self.inline[0] == cmd.index:
+                    return await self._pull_inline()
                 orders = self.tools[cmd.index].orders
                 assert orders is not None  # made before the update part that asked for this
                 await orders.send(_PULL)
@@ -421,7 +436,10 @@ class Interpreter:
             case CloseTool():
                 # The executor closes itself after its result part (the first result is final);
                 # the tool is over only once it has (sequential tools never overlap).
-                run = self.tools.pop(cmd.index)
+                run = self.tools.pop(cmd.index, None)
+                if run is None:  # it ran inline, and closed with its result
+                    await self._close_inline()
+                    return None
                 if run.orders is not None:
                     run.orders.close()
                 await run.wait_finished()
@@ -475,7 +493,45 @@ class Interpreter:
             return WorkFailed(MuleError("tool", f"{what} returned {type(got).__name__}", got))
         return ToolPrepared(cmd.index, got, now_ms())
 
+    async def _start_inline(self, index: int) -> Fact:
+        prepared = self.prepared.pop(index)
+        try:
+            parts = prepared.execute(self.signal)
+        except Exception as exc:
+            return _failed("tool", self._raised(index), exc)
+        self.inline = (index, parts)
+        return await self._pull_inline()
+
+    async def _pull_inline(self) -> Fact:
+        """Pull the next part of the tool running alone; close it once it has answered."""
+        assert self.inline is not None
+        index, parts = self.inline
+        try:
+            got = await parts.__anext__()
+        except StopAsyncIteration:
+            fact: Fact = ToolExhausted(index)
+        except Exception as exc:
+            fact = _failed("tool", self._raised(index), exc)
+        else:
+            fact = _part_fact(index, got)
+        if type(fact) is not ToolPartArrived or fact.part.type == "result":
+            # The first result is final (an update asks for more): close the executor now,
+            # before the machine hears of it, as a tool's own task does.
+            await self._close_inline()
+        return fact
+
+    async def _close_inline(self) -> None:
+        inline, self.inline = self.inline, None
+        if inline is None:
+            return
+        aclose = getattr(inline[1], "aclose", None)
+        if aclose is not None:
+            # The result is already in: a failing cleanup is moot.
+            with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
+                await aclose()
+
     def _start_tool(self, index: int) -> None:
+        assert self.tg is not None  # a run with tools side by side has its task group
         prepared = self.prepared.pop(index)
         tool_run = self.tools[index] = _ToolRun()
         self.tg.start_soon(self._execute, index, prepared, tool_run, name=_TOOL_TASK)
@@ -507,24 +563,19 @@ class Interpreter:
                 except Exception as exc:
                     await inbox.send(_failed("tool", self._raised(index), exc))
                     return
-                if isinstance(got, Failure):
-                    await inbox.send(WorkFailed(got.failure()))
+                fact = _part_fact(index, got)
+                if type(fact) is not ToolPartArrived:
+                    await inbox.send(fact)
                     return
-                part = got.unwrap() if isinstance(got, Success) else got
-                if type(part) is not MuleToolExecutionPart:
-                    await inbox.send(
-                        WorkFailed(MuleError("tool", f"a tool yielded {type(part).__name__}", part))
-                    )
-                    return
-                if part.type == "result":
+                if fact.part.type == "result":
                     # Final: stop pulling and close the executor now. The inbox is unbounded
                     # and open while the run's tasks live, so this never blocks or fails; not
                     # yielding first lets the executor close before the machine's CloseTool.
-                    inbox.send_nowait(ToolPartArrived(index, part, now_ms()))
+                    inbox.send_nowait(fact)
                     return
                 if orders is None:  # the first update: the machine will ask for more
                     tool_run.orders, orders = anyio.create_memory_object_stream[str](1)
-                await inbox.send(ToolPartArrived(index, part, now_ms()))
+                await inbox.send(fact)
                 try:
                     await orders.receive()  # the machine asks for the next part
                 except anyio.EndOfStream:  # the run is over
@@ -542,6 +593,16 @@ class Interpreter:
 
     def _raised(self, index: int) -> str:
         return f"execute of tool {self.names.get(index, '?')} raised"
+
+
+def _part_fact(index: int, got: object) -> Fact:
+    """Return the fact of what a tool's executor yielded: its part, or the failure it reported."""
+    if isinstance(got, Failure):
+        return WorkFailed(got.failure())
+    part = got.unwrap() if isinstance(got, Success) else got
+    if type(part) is not MuleToolExecutionPart:
+        return WorkFailed(MuleError("tool", f"a tool yielded {type(part).__name__}", part))
+    return ToolPartArrived(index, part, now_ms())
 
 
 async def _call(

@@ -17,6 +17,7 @@ from mule.effects._outcome import MuleRunOutcome, OutputT
 from mule.effects._output import attach_output, with_output
 from mule.effects._protocol import Finish
 from mule.effects._settings import MuleStreamFunction
+from mule.effects._state import RunState
 from mule.effects._transition import initial_state
 from mule.pi import (
     ZERO_USAGE,
@@ -101,60 +102,78 @@ async def _run(
     )
     stream_fn = inp.stream or _default_stream()
     state = initial_state(cfg, inp.messages)
-    interp: Interpreter | None = None
+    interp = Interpreter(cfg, inp.ports, stream_fn, inp.retry_after_ms, controller)
     try:
-        async with anyio.create_task_group() as tg:
-            interp = Interpreter(cfg, inp.ports, stream_fn, inp.retry_after_ms, controller, tg)
+        # A run needs a task group only for tools that run side by side, and for the watcher
+        # of a timeout signal's clock; any other run is the caller's task alone (a tool that
+        # runs alone runs in it too).
+        if (cfg.tools and not cfg.sequential) or controller.signal.deadline is not None:
+            async with anyio.create_task_group() as tg:
+                interp.tg = tg
+                done = await _drive(interp, state, controller, signal is not None)
+        else:
+            done = await _drive(interp, state, controller, signal is not None)
+    finally:
+        detach()
+        interp.close()
+    result = done.result
+    if isinstance(result, Failure) and interp.state is not None:
+        # A failure has no outcome to carry the run's spend: its error does.
+        return Failure(evolve(result.failure(), usage=interp.state.usage))
+    return result
+
+
+async def _drive(
+    interp: Interpreter, state: RunState, controller: AbortController, abortable: bool
+) -> Finish:
+    """Drive the run to its `Finish`; the run's signal can abort it only when `abortable`.
+
+    A run given no signal has nothing outside it that can abort its controller, so it needs
+    no cancel scope and no abort listener.
+    """
+    run_signal = controller.signal
+    tg = interp.tg
+    if tg is not None and run_signal.deadline is not None:
+        # The signal aborts when this wakes at its deadline; the run's end wakes it too (the
+        # abort below), so it is never cancelled (a cancelled task costs more, and on asyncio
+        # leaves a cycle of its cancellation's traceback for the collector).
+        tg.start_soon(run_signal.wait)
+    try:
+        finish: Finish | None = None
+        if abortable:
 
             def on_abort(_: AbortSignal) -> None:
                 if not interp.ended:  # once run_end is out, the run's verdict stands
                     scope.cancel()
 
-            async def watch() -> None:
-                await controller.signal.wait()  # a timeout signal aborts when this wakes
-                on_abort(controller.signal)
-
-            try:
-                finish: Finish | None = None
-                with anyio.CancelScope() as scope:
-                    if controller.signal.deadline is None:
-                        # No clock to watch: cancel from the abort itself, without a task.
-                        controller.signal.add_listener(on_abort)
-                    else:
-                        tg.start_soon(watch)
-                    try:
-                        finish = await interp.drive(state)
-                    finally:
-                        controller.signal.remove_listener(on_abort)
-                if finish is None:
-                    reason = _reason_text(controller.signal.reason)
-                    finish = await interp.finish_cancelled(reason)
-                done = finish
-            except anyio.get_cancelled_exc_class():
-                controller.abort(anyio.get_cancelled_exc_class().__name__)
-                with anyio.CancelScope(shield=True):
-                    await interp.finish_cancelled("The run's task was cancelled")
-                raise
-            finally:
-                # Work still in flight (parallel tools after a failure) sees the run end.
-                if not controller.signal.aborted and interp.tools:
-                    controller.abort("the run ended")
-                await interp.release()
-                # Only tool tasks still running (and the watcher of a timeout signal) need
-                # cancelling. Cancelling a scope costs about 50 us of a short run on asyncio
-                # (anyio formats its reason with the task's repr and retries the delivery on
-                # the next loop cycle), so a run with nothing left to cancel skips it.
-                if interp.executing or controller.signal.deadline is not None:
-                    tg.cancel_scope.cancel()
+            with anyio.CancelScope() as scope:
+                run_signal.add_listener(on_abort)
+                try:
+                    finish = await interp.drive(state)
+                finally:
+                    run_signal.remove_listener(on_abort)
+        else:
+            finish = await interp.drive(state)
+        if finish is None:
+            finish = await interp.finish_cancelled(_reason_text(run_signal.reason))
+        return finish
+    except anyio.get_cancelled_exc_class():
+        controller.abort(anyio.get_cancelled_exc_class().__name__)
+        with anyio.CancelScope(shield=True):
+            await interp.finish_cancelled("The run's task was cancelled")
+        raise
     finally:
-        detach()
-        if interp is not None:
-            interp.close()
-    result = done.result
-    if isinstance(result, Failure) and interp is not None and interp.state is not None:
-        # A failure has no outcome to carry the run's spend: its error does.
-        return Failure(evolve(result.failure(), usage=interp.state.usage))
-    return result
+        # Work still in flight (tools after a failure, a timeout's watcher) sees the run end.
+        if not run_signal.aborted and (
+            interp.tools or interp.inline is not None or run_signal.deadline is not None
+        ):
+            controller.abort("the run ended")
+        await interp.release()
+        # Only tool tasks still running need cancelling. Cancelling a scope costs about 50 us
+        # of a short run on asyncio (anyio formats its reason with the task's repr and retries
+        # the delivery on the next loop cycle), so a run with nothing left to cancel skips it.
+        if interp.executing and tg is not None:
+            tg.cancel_scope.cancel()
 
 
 def run_future(
