@@ -80,9 +80,17 @@ def error_from(phase: MulePhase, what: str, exc: BaseException) -> MuleError:
     """Return the MuleError for an exception raised by `what` (its text, the exception as cause).
 
     A raised `MuleRunFailed` carries the error its raiser chose: that error, exactly.
+
+    Called where the exception is caught: its traceback loses that first frame, the
+    interpreter's, which holds the run that will hold this error (a reference cycle that would
+    leave every failed run to the garbage collector); it keeps the frames from the callback
+    down, where it was raised.
     """
     if isinstance(exc, MuleRunFailed):
         return exc.error
+    tb = exc.__traceback__
+    if tb is not None:
+        exc.__traceback__ = tb.tb_next
     return MuleError(phase, f"{what}: {describe(exc)}", exc)
 
 

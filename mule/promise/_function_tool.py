@@ -67,6 +67,20 @@ def as_result(value: object, tool: str = "tool") -> MuleToolResult:
     return MuleToolResult(content=(TextContent(text),), details=details)
 
 
+def _captured(f: Callable[..., object], kwargs: dict[str, Any], raised: list[Exception]) -> object:
+    """Call `f(**kwargs)` (in a worker thread); what it raises goes into `raised`.
+
+    An exception raised through the worker thread's machinery, or returned through it, would
+    be held by the worker's frames, which its own traceback holds (`f_back`): a cycle left for
+    the garbage collector. The caller empties `raised`.
+    """
+    try:
+        return f(**kwargs)
+    except Exception as exc:
+        raised.append(exc)
+        return None
+
+
 @overload
 def tool(fn: F) -> MuleTool: ...
 
@@ -248,11 +262,22 @@ def _build(
         async def invoke() -> object:
             if is_async:
                 return await f(**kwargs)
-            return await anyio.to_thread.run_sync(functools.partial(f, **kwargs))
+            raised: list[Exception] = []
+            value = await anyio.to_thread.run_sync(functools.partial(_captured, f, kwargs, raised))
+            if raised:
+                error = raised.pop()
+                try:
+                    raise error
+                finally:  # its traceback holds this frame: not the exception too (a cycle)
+                    del error
+            return value
 
         def failed(exc: Exception) -> MuleToolResult:
             if not errors_as_results:
-                raise exc
+                try:
+                    raise exc
+                finally:  # its traceback holds this frame: not the exception too (a cycle)
+                    del exc
             text = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
             return MuleToolResult(content=(TextContent(text),), is_error=True)
 
@@ -313,7 +338,13 @@ def _build(
                         break
             if done is None:
                 raise RuntimeError(f"tool {name} ended without a result")
-            value = done.value if done.error is None else failed(done.error)
+            value, error = done.value, done.error
+            del done  # a raised error's traceback holds this frame: not the error too (a cycle)
+            if error is not None:
+                try:
+                    value = failed(error)
+                finally:
+                    del error
             yield MuleToolExecutionPart("result", result_of(value))
 
         return MuleToolPrepared(execute if context_param is None else execute_with_context)
