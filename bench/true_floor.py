@@ -99,6 +99,8 @@ class Paired:
 
     seconds: dict[str, list[float]]
     events: int  # the floor's listener calls per round (the workload's events)
+    cpu: dict[str, list[float]] = field(default_factory=dict)  # CPU seconds per round
+    runs: int = 1  # runs per round
 
     def ratio(self, side: str) -> float:
         """Return the median over rounds of side / floor."""
@@ -115,17 +117,23 @@ class Paired:
             "us_per_event": {s: self.us_per_event(s) for s in self.seconds},
             "ratio": {s: self.ratio(s) for s in self.seconds if s != FLOOR},
             "rounds": len(self.seconds[FLOOR]),
+            "cpu_ms_per_run": {
+                s: statistics.median(v) / self.runs * 1000 for s, v in self.cpu.items()
+            },
         }
 
 
-async def _timed(fn: Callable[[], Awaitable[list[Record]]], side: str, want: Record) -> float:
+async def _timed(
+    fn: Callable[[], Awaitable[list[Record]]], side: str, want: Record
+) -> tuple[float, float]:
+    """Return the wall and CPU seconds of one round."""
     gc.collect()  # the previous side's garbage is not this side's cost
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     records = await fn()
-    took = time.perf_counter() - start
+    took, cpu_took = time.perf_counter() - start, time.process_time() - cpu
     for rec in records:
         check(side, rec, want)
-    return took
+    return took, cpu_took
 
 
 async def _paired(
@@ -151,13 +159,16 @@ async def _paired(
         return many
 
     seconds: dict[str, list[float]] = {s: [] for s in sides}
+    cpu: dict[str, list[float]] = {s: [] for s in sides}
     for s in sides:  # warm-up: imports, caches, the allocator's arenas
         await _timed(batch(s), s, want)
     for i in range(rounds):
         order = [*sides[i % len(sides) :], *sides[: i % len(sides)]]
         for s in order:
-            seconds[s].append(await _timed(batch(s), s, want))
-    return Paired(seconds, work.events * runs)
+            took, cpu_took = await _timed(batch(s), s, want)
+            seconds[s].append(took)
+            cpu[s].append(cpu_took)
+    return Paired(seconds, work.events * runs, cpu, runs)
 
 
 def paired(
@@ -449,10 +460,13 @@ _HEADER = ("measure", "backend", "value", "target", "verdict")
 def _print_detail(be: str, scen: str, value: dict[str, Any]) -> None:
     if scen in ("s1", "s2", "10k"):
         us = value["us_per_event"]
+        cpu = value["cpu_ms_per_run"]
         print(
             f"[{be}] {scen}: {value['events']} floor events per round, {value['rounds']} rounds; "
             + "; ".join(
-                f"{s} {value['median_s'][s] * 1000:.1f} ms ({us[s]:.2f} us/event)" for s in SIDES
+                f"{s} {value['median_s'][s] * 1000:.1f} ms ({us[s]:.2f} us/event, CPU"
+                f" {cpu[s]:.3f} ms/run)"
+                for s in SIDES
             )
         )
     elif scen == "scale":
