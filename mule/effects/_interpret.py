@@ -81,6 +81,8 @@ from mule.pi import (
 _EVENTS = frozenset(EVENT_TYPES.values())
 _PI_EVENTS = frozenset(EVENT_CLASSES)
 _PULL = "pull"
+_OPENED = StreamOpened()  # facts with no fields: made once
+_SLEPT = Slept()
 _TOOL_TASK = "mule tool executor"
 
 
@@ -335,8 +337,13 @@ class Interpreter:
     async def _open_model(self, cmd: CallModel) -> Fact:
         if self.detach_attempt is not None:
             self.detach_attempt()
-        self.attempt, self.detach_attempt = child_controller(self.signal)
-        options = attrs.evolve(cmd.options, signal=self.attempt.signal)
+            self.detach_attempt = None
+        if self.idle_s is None:
+            # Nothing aborts an attempt but the run: the stream gets the run's signal.
+            options = attrs.evolve(cmd.options, signal=self.signal)
+        else:  # an idle timeout aborts this attempt alone
+            self.attempt, self.detach_attempt = child_controller(self.signal)
+            options = attrs.evolve(cmd.options, signal=self.attempt.signal)
         self.last_event = None
         if self.idle_s is not None:
             self.deadline = anyio.current_time() + self.idle_s
@@ -357,7 +364,7 @@ class Interpreter:
                 MuleError("model", f"the stream function returned {type(made).__name__}", made)
             )
         self.stream = made
-        return StreamOpened()
+        return _OPENED
 
     def _idled(self) -> Fact:
         if self.attempt is not None:
@@ -475,7 +482,7 @@ class Interpreter:
                 return RetryAfterAnswered(None if ms is None else float(ms))
             case Sleep():
                 await anyio.sleep(cmd.ms / 1000)
-                return Slept()
+                return _SLEPT
             case _:
                 assert_never(cmd)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import types
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from typing import Any, TypeAlias, cast, final
 
@@ -64,7 +65,7 @@ def check_listener(listener: object) -> None:
     A `TypeError` says what a listener takes (a one-argument function is refused here, not
     inside the run). None (no listener) and callables whose signature cannot be read pass.
     """
-    if listener is None:
+    if listener is None or _plain_two_positional(listener):
         return
     if not callable(listener):
         raise TypeError(f"a listener must be callable, got {type(listener).__name__}")
@@ -81,6 +82,28 @@ def check_listener(listener: object) -> None:
             " takes two positional arguments, the event and the run's AbortSignal"
             " (def show(event, signal): ...)"
         ) from None
+
+
+def _plain_two_positional(fn: object) -> bool:
+    """Whether `fn` is a plain function that takes `(event, signal)`, read from its code.
+
+    The common listener, checked once per run: `inspect.signature` costs tens of
+    microseconds. False means "not known here", and `inspect` decides (a function that
+    declares another signature through `__wrapped__` or `__signature__` goes there too).
+    """
+    if type(fn) is not types.FunctionType or hasattr(fn, "__wrapped__"):
+        return False
+    if hasattr(fn, "__signature__"):
+        return False
+    code = fn.__code__
+    positional = code.co_argcount
+    required = positional - len(fn.__defaults__ or ())
+    kw_defaults = fn.__kwdefaults__ or {}
+    return (
+        (positional >= 2 or bool(code.co_flags & inspect.CO_VARARGS))
+        and required <= 2
+        and code.co_kwonlyargcount == len(kw_defaults)
+    )
 
 
 _MESSAGE_TYPES = (UserMessage, AssistantMessage, ToolResultMessage, SystemMessage)
