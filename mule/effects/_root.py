@@ -83,7 +83,7 @@ async def run(
         return wired
     full, box = wired.unwrap()
     result = await _run(full, signal)
-    if isinstance(result, Failure):
+    if box is None or isinstance(result, Failure):
         return result
     return Success(attach_output(result.unwrap(), box))
 
