@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import anyio
 from attrs import evolve
@@ -84,7 +84,7 @@ async def run(
     full, box = wired.unwrap()
     result = await _run(full, signal)
     if box is None or isinstance(result, Failure):
-        return result
+        return cast("Result[MuleRunOutcome[OutputT], MuleError]", result)
     return Success(attach_output(result.unwrap(), box))
 
 
