@@ -41,6 +41,7 @@ from mule.pirc import (
     ClearedQueue,
     EntryAppended,
     EventMapper,
+    LineDecoder,
     OtherPiEvent,
     QueueUpdate,
     SessionEntries,
@@ -48,6 +49,7 @@ from mule.pirc import (
     SummarizationRetryAttemptStart,
     SummarizationRetryFinished,
     SummarizationRetryScheduled,
+    delta_record,
 )
 from mule.pirc._job import (
     Accepted,
@@ -200,6 +202,30 @@ def test_every_delta_is_an_update_whose_partial_ends_as_message_end(path: Path) 
                 checked += 1
     if any(r.get("type") == "message_update" for r in records(path.stem)):
         assert checked > 0
+
+
+@pytest.mark.parametrize("path", ALL, ids=[p.stem for p in ALL])
+def test_the_bridge_maps_a_delta_from_its_parts_as_from_its_record(path: Path) -> None:
+    """`LineDecoder.read` + `EventMapper.delta` (the bridge's) make what json.loads + map make."""
+    by_record, by_parts = EventMapper(), EventMapper()
+    by_record.begin()
+    by_parts.begin()
+    read = LineDecoder().read
+    parts = 0
+    for line in path.read_bytes().splitlines():
+        rec = json.loads(line)
+        if rec["type"] == "response":
+            continue
+        got = read(line)
+        assert got is not None
+        if isinstance(got, tuple):
+            parts += 1
+            assert delta_record(got) == rec
+            assert by_parts.delta(got) == by_record.map(rec), rec
+        else:
+            assert by_parts.map(got) == by_record.map(rec), rec
+    if any(b'_delta"' in line for line in path.read_bytes().splitlines()):
+        assert parts > 0
 
 
 def _block(b: object) -> object:
