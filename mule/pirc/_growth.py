@@ -267,7 +267,7 @@ class LineDecoder:
             m = _DELTA_TAIL.fullmatch(line, len(head))
             if m is None:
                 return None
-            kind, index, delta = m[1], m[2], m[3]
+            kind, index, delta = m.groups()
         else:
             full = _DELTA_LINE.fullmatch(line)
             if full is None:

@@ -205,19 +205,14 @@ def _assistant_event(
     return None
 
 
-# The event of a streamed delta, by its kind.
-_DELTA_EVENT: Final[
-    dict[str, type[TextDeltaEvent] | type[ThinkingDeltaEvent] | type[ToolCallDeltaEvent]]
+# A streamed delta's event class and the block it grows (pi >= 0.84, where the bridge builds
+# the response itself), by its kind: one lookup per delta.
+_DELTAS: Final[
+    dict[str, tuple[str, type[TextDeltaEvent | ThinkingDeltaEvent | ToolCallDeltaEvent]]]
 ] = {
-    "text_delta": TextDeltaEvent,
-    "thinking_delta": ThinkingDeltaEvent,
-    "toolcall_delta": ToolCallDeltaEvent,
-}
-# The block a delta grows (pi >= 0.84, where the bridge builds the response itself).
-_DELTA_BLOCK: Final[dict[str, str]] = {
-    "text_delta": "text",
-    "thinking_delta": "thinking",
-    "toolcall_delta": "toolCall",
+    "text_delta": ("text", TextDeltaEvent),
+    "thinking_delta": ("thinking", ThinkingDeltaEvent),
+    "toolcall_delta": ("toolCall", ToolCallDeltaEvent),
 }
 
 
@@ -334,7 +329,7 @@ class EventMapper:
                 and (type(ame) is dict or isinstance(ame, Mapping))
             ):
                 kind = ame.get("type")
-                delta_kind = kind in _DELTA_EVENT
+                delta_kind = kind in _DELTAS
                 if raw is None and (stream := self._stream) is not None:  # pi >= 0.84: a delta
                     usage = data.get("usage")
                     if delta_kind:
@@ -361,7 +356,7 @@ class EventMapper:
                     partial = WirePartial(raw)
                     if delta_kind:
                         index, delta = ame.get("contentIndex"), ame.get("delta")
-                        event = _DELTA_EVENT[kind](  # type: ignore[index]
+                        event = _DELTAS[kind][1](  # type: ignore[index]
                             content_index=index
                             if type(index) is int
                             else _int(ame, "contentIndex"),
@@ -516,8 +511,9 @@ class EventMapper:
         kind, index, text, usage = streamed
         if usage is not stream.last_usage:  # the decoder shares a repeated one
             stream.usage(usage)
-        snapshot = stream.append(index, _DELTA_BLOCK[kind], text)
-        event = _DELTA_EVENT[kind](content_index=index, delta=text, partial=snapshot)
+        block, cls = _DELTAS[kind]
+        snapshot = stream.append(index, block, text)
+        event = cls(content_index=index, delta=text, partial=snapshot)
         return [MessageUpdate(run=run, turn=turn, message=ident, value=snapshot, event=event)]
 
     def _turn_end(self, data: Mapping[str, Any]) -> list[BridgeEvent]:
