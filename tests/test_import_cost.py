@@ -9,9 +9,10 @@ import sys
 # Loaded on first use: package metadata with `mule.__version__`, cattrs with the codecs,
 # docstring_parser with the first `@mule.tool`.
 LAZY = ("importlib.metadata", "cattrs", "docstring_parser")
-# Loaded by the first `@mule.tool` (datetime), the first schema naming a format (its checks) or
-# holding a `$ref` (urllib, with ipaddress); the CLI may load them itself.
-FIRST_TOOL = ("datetime", "mule.pi._schema_formats", "urllib.parse")
+# Loaded by the first run with tools (the argument gate), the first `@mule.tool` (datetime), the
+# first schema naming a format (its checks) or holding a `$ref` (urllib, with ipaddress); the
+# CLI may load some itself.
+FIRST_TOOL = ("mule.pi._validate", "datetime", "mule.pi._schema_formats", "urllib.parse")
 # Never loaded by a run: the tool gate is mule's own (referencing only types a host's registry).
 NEVER = ("jsonschema", "referencing")
 # Imported inside the functions that need them (`run_future`, `run_sync` from a running loop).

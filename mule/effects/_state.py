@@ -9,7 +9,7 @@ emits the run's one `run_end`.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Literal, TypeAlias, final
+from typing import TYPE_CHECKING, Literal, TypeAlias, final
 
 from attrs import frozen
 
@@ -28,9 +28,11 @@ from mule.pi import (
     Tool,
     ToolCall,
     ToolResultMessage,
-    ToolValidator,
     Usage,
 )
+
+if TYPE_CHECKING:
+    from mule.pi import ToolValidator  # loaded with the first run that has tools
 
 
 @final
