@@ -300,8 +300,7 @@ class Bridge(JobCommands):
             return
         try:
             if isinstance(record, tuple):  # a streamed delta (most of pi's lines), from its parts
-                for ev in self._mapper.delta(record):
-                    await self._publish(ev)
+                await self._publish(self._mapper.delta(record))
             elif record.get("type") == "response":
                 await self._on_response(parse_response(record))
             else:

@@ -334,14 +334,16 @@ class EventMapper:
                     usage = data.get("usage")
                     if delta_kind:
                         index, delta = ame.get("contentIndex"), ame.get("delta")
-                        return self.delta(
-                            (
-                                kind,  # type: ignore[arg-type]
-                                index if type(index) is int else _int(ame, "contentIndex"),
-                                delta if type(delta) is str else "",
-                                usage,
+                        return [
+                            self.delta(
+                                (
+                                    kind,  # type: ignore[arg-type]
+                                    index if type(index) is int else _int(ame, "contentIndex"),
+                                    delta if type(delta) is str else "",
+                                    usage,
+                                )
                             )
-                        )
+                        ]
                     if usage is not stream.last_usage:  # the decoder shares a repeated one
                         stream.usage(usage)
                     snapshot = stream.apply(ame)
@@ -498,23 +500,23 @@ class EventMapper:
                 ]
         return [OtherPiEvent(run=run, data=data)]
 
-    def delta(self, streamed: StreamedDelta) -> list[BridgeEvent]:
+    def delta(self, streamed: StreamedDelta) -> BridgeEvent:
         """Translate one streamed delta of pi >= 0.84 (as `LineDecoder.read` hands it over).
 
         Most of pi's lines: the delta grows the response this mapper builds (`DeltaAssembly`),
-        and its update holds the event and a snapshot of that response. Out of place (no
-        assistant message streaming), it maps as its record does.
+        and its one update holds the event and a snapshot of that response. Out of place (no
+        assistant message streaming), it maps as its record does (to an `OtherPiEvent`).
         """
         run, turn, ident, stream = self._run, self._turn, self._message, self._stream
         if run is None or turn is None or ident is None or stream is None:
-            return self.map(delta_record(streamed))
+            return OtherPiEvent(run=run, data=delta_record(streamed))
         kind, index, text, usage = streamed
         if usage is not stream.last_usage:  # the decoder shares a repeated one
             stream.usage(usage)
         block, cls = _DELTAS[kind]
         snapshot = stream.append(index, block, text)
         event = cls(content_index=index, delta=text, partial=snapshot)
-        return [MessageUpdate(run=run, turn=turn, message=ident, value=snapshot, event=event)]
+        return MessageUpdate(run=run, turn=turn, message=ident, value=snapshot, event=event)
 
     def _turn_end(self, data: Mapping[str, Any]) -> list[BridgeEvent]:
         run, turn = self._run, self._turn

@@ -46,6 +46,7 @@ from mule.pirc import (
     QueueUpdate,
     SessionEntries,
     SessionTree,
+    StreamedDelta,
     SummarizationRetryAttemptStart,
     SummarizationRetryFinished,
     SummarizationRetryScheduled,
@@ -221,11 +222,24 @@ def test_the_bridge_maps_a_delta_from_its_parts_as_from_its_record(path: Path) -
         if isinstance(got, tuple):
             parts += 1
             assert delta_record(got) == rec
-            assert by_parts.delta(got) == by_record.map(rec), rec
+            assert [by_parts.delta(got)] == by_record.map(rec), rec
         else:
             assert by_parts.map(got) == by_record.map(rec), rec
     if any(b'_delta"' in line for line in path.read_bytes().splitlines()):
         assert parts > 0
+
+
+def test_a_delta_out_of_place_maps_as_its_record() -> None:
+    """A delta with no assistant message streaming is passed on raw, as `map` passes its record."""
+    parts: StreamedDelta = ("text_delta", 0, "hi", {"input": 1})
+    for begun in (False, True):
+        by_record, by_parts = EventMapper(), EventMapper()
+        if begun:
+            by_record.begin()
+            by_parts.begin()
+        got = by_parts.delta(parts)
+        assert isinstance(got, OtherPiEvent)
+        assert [got] == by_record.map(delta_record(parts))
 
 
 def _block(b: object) -> object:
