@@ -26,7 +26,7 @@ from mule.testing.fake_openai import (
     responses_usage,
     tool_call,
 )
-from tests.test_codec import key_order
+from tests.pi.test_codec import key_order
 
 PI_AI = Path(__file__).parents[3] / "node" / "node_modules" / "@earendil-works" / "pi-ai"
 

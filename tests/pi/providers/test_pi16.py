@@ -25,7 +25,7 @@ from mule.testing import fake_anthropic as fa
 from mule.testing import fake_google as fg
 from mule.testing.fake_openai import FakeOpenAI, chat_text, responses_text
 from tests.pi.providers.test_openai_pi import NODE_SCRIPT, PI_AI, _comparable  # one script
-from tests.test_codec import key_order
+from tests.pi.test_codec import key_order
 
 ANTHROPIC: list[fa.Reply] = [
     fa.sse_reply(

@@ -28,7 +28,7 @@ from mule.pi._context import Context, StreamOptions
 from mule.pi._event_stream import AssistantMessageEventStream
 from mule.pi._model import Model
 from mule.pi._partial import PartialBuilder
-from tests.core.kit import Recorder, Root, make_input, run_root
+from tests.effects.kit import Recorder, Root, make_input, run_root
 
 pytestmark = pytest.mark.anyio
 

@@ -18,7 +18,7 @@ from mule.pi._js_values import js_number_to_string, js_stringify
 from mule.pi._json import JsonObject, JsonValue
 from tests.node import NodeLines
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 NODE_SCRIPT = REPO / "tests" / "node" / "validate.mjs"
 HAVE_PI = (REPO / "node" / "node_modules" / "@earendil-works" / "pi-ai").is_dir()
 

@@ -187,7 +187,7 @@ def test_stream_update_carries_the_ids_and_the_unbuilt_snapshot(phase: Phase, fa
 
 
 def _doc_phase_table() -> dict[str, frozenset[str]]:
-    text = (Path(__file__).resolve().parents[1] / "docs" / "architecture.md").read_text()
+    text = (Path(__file__).resolve().parents[2] / "docs" / "architecture.md").read_text()
     section = text.split("## The phase table", 1)[1].split("\n## ", 1)[0]
     rows: dict[str, frozenset[str]] = {}
     for line in section.splitlines():

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from mule.pi import parse_streaming_json
 from mule.pi._partial_json import parse_tool_call_arguments, repair_json
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PI_JSON = ROOT / "node/node_modules/@earendil-works/pi-ai/dist/utils/json-parse.js"
 
 json_values = st.recursive(

@@ -19,7 +19,7 @@ from mule.pi._model import Model
 from mule.pi._retry import RetryPolicy
 from mule.pi._scripted import Reply, ScriptedModel, Text, error_reply, reply
 from mule.pi._transcript import TranscriptContext
-from tests.core.kit import (
+from tests.effects.kit import (
     MODEL,
     KeyHook,
     Recorder,

@@ -36,7 +36,7 @@ from mule.pi._tool import Tool, ToolReference
 from mule.testing import strategies as ms
 
 PI_AI = (
-    Path(__file__).resolve().parents[1]
+    Path(__file__).resolve().parents[2]
     / "node"
     / "node_modules"
     / "@earendil-works"

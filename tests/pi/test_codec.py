@@ -37,7 +37,7 @@ from mule.pi._model import Model
 from mule.pi._transcript import TranscriptContext, get_current_system_prompt, get_current_tools
 from mule.testing import strategies as ms
 
-GOLDEN = Path(__file__).parent / "golden"
+GOLDEN = Path(__file__).parents[1] / "golden"
 
 # (decode type, value strategy, wire strategy) for every message and stream-event type
 CASES: list[tuple[str, Any, Any, Any]] = [
@@ -385,7 +385,7 @@ def test_golden_fixtures_cover_the_protocol() -> None:
         assert needle in text, needle
 
 
-NODE_MODULES = Path(__file__).parent.parent / "node" / "node_modules" / "@earendil-works"
+NODE_MODULES = Path(__file__).parents[2] / "node" / "node_modules" / "@earendil-works"
 
 
 @pytest.mark.pi

@@ -32,7 +32,7 @@ from mule.pi.models import (
 from mule.pi.models._generate_catalogue import _DEFAULT_SOURCE, APIS, build
 from mule.pi.models._models_json import strip_json_comments
 
-CATALOGUE = Path(__file__).parents[1] / "mule/pi/models/_catalogue.json"
+CATALOGUE = Path(__file__).parents[3] / "mule/pi/models/_catalogue.json"
 
 
 def test_builtin_catalogue_covers_the_four_apis() -> None:

@@ -2,7 +2,7 @@
 
 The test plays the interpreter: it answers the commands `step` issues and interleaves any
 fact the world may produce (model events, tool parts in any order, hook answers, failures,
-cancellation, listener failures), then checks the machine against `tests/machine_model.py`
+cancellation, listener failures), then checks the machine against `tests/effects/machine_model.py`
 and against structural invariants of the event stream.
 """
 
@@ -100,7 +100,14 @@ from mule.pi._content import TextContent, ThinkingContent, ToolCall
 from mule.pi._context import StreamOptions
 from mule.pi._messages import ZERO_USAGE, AssistantMessage, Message, ToolResultMessage, UserMessage
 from mule.pi._retry import RetryPolicy
-from tests.machine_model import ERROR_TEXTS, MODEL, SYSTEM_PROMPT, LoopModel, Setup, ToolSpec
+from tests.effects.machine_model import (
+    ERROR_TEXTS,
+    MODEL,
+    SYSTEM_PROMPT,
+    LoopModel,
+    Setup,
+    ToolSpec,
+)
 
 RUN = MuleIdentity("run", "run:0")
 PARENT: dict[str, str | None] = {

@@ -33,7 +33,7 @@ from mule.pi._json import JsonObject, JsonValue  # noqa: F401 (resolves the recu
 from mule.pi._messages import AssistantMessage, ToolResultMessage, Usage
 from mule.pi._model import ThinkingLevel
 from mule.pi._scripted import Call, Reply, Text, error_reply, reply
-from tests.core.kit import (
+from tests.effects.kit import (
     MODEL,
     SYSTEM,
     Journal,
@@ -666,7 +666,7 @@ async def test_s35_updates_then_result(root: Root) -> None:
 async def test_s36_tool_failures_fail_the_run(root: Root, how: str) -> None:
     """36: execute/prepare raising, a Failure from prepare, or no result part: MuleError(tool)."""
     from mule.effects._errors import MuleError
-    from tests.core.kit import ToolBoom
+    from tests.effects.kit import ToolBoom
 
     boom = ToolBoom("kaput")
     own = MuleError("tool", "prepare said no", "why")

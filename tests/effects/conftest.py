@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.core.kit import ROOTS, Root
+from tests.effects.kit import ROOTS, Root
 
 
 @pytest.fixture(params=ROOTS)

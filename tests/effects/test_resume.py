@@ -21,7 +21,7 @@ from mule.pi import without_system_messages
 from mule.pi._content import TextContent, ToolCall
 from mule.pi._messages import ToolResultMessage
 from mule.pi._scripted import reply
-from tests.core.kit import (
+from tests.effects.kit import (
     Journal,
     Queue,
     Root,

@@ -192,7 +192,7 @@ def test_defaults_and_backoff() -> None:
 
 # --- Differential: pi-ai 1.6.0's isRetryableAssistantError and retryDelayMs in Node ---
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 PI_AI = REPO / "node/node_modules/@earendil-works/pi-ai/dist/utils/retry.js"
 PI_AGENT_SESSION = (
     REPO / "node/node_modules/@earendil-works/pi-coding-agent/dist/core/agent-session.js"

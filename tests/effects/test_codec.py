@@ -56,7 +56,7 @@ from mule.pi import (
 )
 from mule.testing import effects_strategies as es
 
-HERE = Path(__file__).parent
+HERE = Path(__file__).parents[1]  # tests/: the shared recordings and golden files
 SNAPSHOT_KEYS = ("partial", "message", "error")  # what the streaming form leaves out
 RECORDED = HERE / "pirc" / "recorded"
 GOLDEN = HERE / "golden"

@@ -13,7 +13,7 @@ from mule.pi._cost import calculate_cost
 from mule.pi._messages import Usage, UsageCost
 from mule.pi._model import Model, ModelCost
 
-GOLDEN = Path(__file__).parent / "golden" / "costs.json"
+GOLDEN = Path(__file__).parents[1] / "golden" / "costs.json"
 
 
 def priced(price: ModelCost) -> Model:

@@ -20,7 +20,7 @@ from mule.pi._messages import AssistantMessage, Message, ToolResultMessage
 from mule.pi._model import Model
 from mule.pi._retry import RetryPolicy
 from mule.pi._scripted import Call, Reply, Text, error_reply, reply
-from tests.core.kit import (
+from tests.effects.kit import (
     MODEL,
     Journal,
     Queue,

@@ -24,7 +24,7 @@ from mule.pi._pattern import pattern_problem, search
 from mule.pi.scripted import Call, ScriptedModel, reply
 from tests.node import NodeLines
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 NODE_SCRIPT = REPO / "tests" / "node" / "regex.mjs"
 HAVE_PI = (REPO / "node" / "node_modules" / "@earendil-works" / "pi-schema").is_dir()
 
