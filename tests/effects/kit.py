@@ -18,24 +18,26 @@ from attrs import define, field, fields, frozen
 from returns.result import Failure, Result, Success
 
 from mule.effects import (
-    MuleCallPreparation,
-    MuleCompletedTurn,
-    MulePortsInput,
-    MuleRunOutcome,
-    MuleRunSettings,
-    MuleToolDeclaration,
-    MuleToolPrepared,
-    Ports,
-)
-from mule.effects import run as effects_run
-from mule.effects._errors import MuleError
-from mule.effects._identity import MuleIdentity
-from mule.effects._lifecycle import (
+    ExecutionMode,
     MessageEnd,
     MessageStart,
     MessageUpdate,
     ModelPrompt,
+    MuleCallPreparation,
+    MuleCompletedTurn,
+    MuleError,
     MuleEvent,
+    MuleIdentity,
+    MulePortsInput,
+    MuleRunOutcome,
+    MuleRunSettings,
+    MuleToolDeclaration,
+    MuleToolExecutionPart,
+    MuleToolPrepared,
+    MuleToolRejection,
+    MuleToolResult,
+    Ports,
+    Replay,
     RunEnd,
     RunStart,
     ToolExecutionEnd,
@@ -44,27 +46,23 @@ from mule.effects._lifecycle import (
     TurnEnd,
     TurnStart,
 )
-from mule.effects._tools import (
-    ExecutionMode,
-    MuleToolExecutionPart,
-    MuleToolRejection,
-    MuleToolResult,
-    Replay,
-)
-from mule.pi import AbortSignal
-from mule.pi._content import TextContent, ToolCall
-from mule.pi._context import Tool
-from mule.pi._json import JsonObject, JsonValue
-from mule.pi._messages import (
+from mule.effects import run as effects_run
+from mule.pi import (
     ZERO_USAGE,
+    AbortSignal,
     AssistantMessage,
+    JsonObject,
+    JsonValue,
     Message,
+    Model,
+    TextContent,
+    Tool,
+    ToolCall,
     ToolResultMessage,
     Usage,
     UserMessage,
 )
-from mule.pi._model import Model
-from mule.pi._scripted import Reply, ScriptedModel
+from mule.pi.scripted import Reply, ScriptedModel
 from mule.promise import MuleRunFailed
 from mule.promise import MuleRunInput as PromiseInput
 from mule.promise import MuleTool as PromiseTool

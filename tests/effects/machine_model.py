@@ -11,25 +11,29 @@ from typing import Literal, TypeAlias
 
 from attrs import evolve, frozen
 
-from mule.effects import MuleCompletedTurn, MuleResume
-from mule.effects._tools import (
+from mule.effects import (
     ExecutionMode,
+    MuleCompletedTurn,
+    MuleResume,
     MuleToolResult,
     Replay,
     ToolCompleted,
     ToolStarted,
 )
-from mule.pi import ToolArgumentsError, create_initial_system_message, validate_tool_arguments
-from mule.pi._content import TextContent, ToolCall
-from mule.pi._context import Tool
-from mule.pi._messages import (
+from mule.pi import (
     ZERO_USAGE,
     AssistantMessage,
     Message,
+    Model,
+    RetryPolicy,
+    TextContent,
+    Tool,
+    ToolArgumentsError,
+    ToolCall,
     ToolResultMessage,
+    create_initial_system_message,
+    validate_tool_arguments,
 )
-from mule.pi._model import Model
-from mule.pi._retry import RetryPolicy
 
 MODEL = Model(id="m", name="m", api="fake", provider="p", base_url="")
 LENIENT: dict[str, object] = {"type": "object"}

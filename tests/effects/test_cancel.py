@@ -9,17 +9,22 @@ import anyio
 import pytest
 from returns.result import Failure, Result, Success
 
-from mule.effects import MuleCompletedTurn
-from mule.effects._errors import MuleError
-from mule.effects._lifecycle import MessageEnd, MuleEvent, RunEnd
-from mule.pi import AbortController, AbortError, AbortSignal
-from mule.pi._content import TextContent
-from mule.pi._context import Context, StreamOptions
-from mule.pi._event_stream import AssistantMessageEventStream
-from mule.pi._messages import AssistantMessage, Message, ToolResultMessage
-from mule.pi._model import Model
-from mule.pi._retry import RetryPolicy
-from mule.pi._scripted import Call, Reply, Text, error_reply, reply
+from mule.effects import MessageEnd, MuleCompletedTurn, MuleError, MuleEvent, RunEnd
+from mule.pi import (
+    AbortController,
+    AbortError,
+    AbortSignal,
+    AssistantMessage,
+    AssistantMessageEventStream,
+    Context,
+    Message,
+    Model,
+    RetryPolicy,
+    StreamOptions,
+    TextContent,
+    ToolResultMessage,
+)
+from mule.pi.scripted import Call, Reply, Text, error_reply, reply
 from tests.effects.kit import (
     MODEL,
     Journal,

@@ -6,7 +6,7 @@ import pytest
 
 import mule
 from mule.pi import Message, Model, SystemMessage, UserMessage
-from mule.pi._scripted import Call, ScriptedModel, reply
+from mule.pi.scripted import Call, ScriptedModel, reply
 from mule.promise import core_input
 
 MODEL = Model(id="m", name="M", api="scripted", provider="p", base_url="")

@@ -12,7 +12,7 @@ import mule
 import mule.effects
 from mule.effects import MuleEvent
 from mule.pi import Model, RetryPolicy, Usage, UsageCost, UserMessage
-from mule.pi._scripted import Call, Reply, ScriptedModel, error_reply, reply
+from mule.pi.scripted import Call, Reply, ScriptedModel, error_reply, reply
 from mule.promise import core_input
 
 MODEL = Model(id="m", name="M", api="scripted", provider="p", base_url="")

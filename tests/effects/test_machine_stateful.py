@@ -4,6 +4,10 @@ The test plays the interpreter: it answers the commands `step` issues and interl
 fact the world may produce (model events, tool parts in any order, hook answers, failures,
 cancellation, listener failures), then checks the machine against `tests/effects/machine_model.py`
 and against structural invariants of the event stream.
+
+Tests the private rule `mule.effects._transition.step` itself (from `initial_state`), with the
+machine's own facts and commands (`mule.effects._protocol`) and state (`mule.effects._state`): the
+pure machine has no public face of its own.
 """
 
 from __future__ import annotations
@@ -21,21 +25,33 @@ from hypothesis.stateful import (
 )
 from returns.result import Failure
 
-from mule.effects import MuleResume
-from mule.effects._errors import MuleError
-from mule.effects._identity import MuleIdentity, MuleIdentityKind
-from mule.effects._lifecycle import (
+from mule.effects import (
     EVENT_TYPES,
     MessageEnd,
     MessageStart,
     MessageUpdate,
     ModelPrompt,
+    MuleCallPreparation,
+    MuleError,
     MuleEvent,
+    MuleIdentity,
+    MuleIdentityKind,
+    MuleResume,
+    MuleToolCheckpoint,
+    MuleToolDeclaration,
+    MuleToolExecutionPart,
+    MuleToolPrepared,
+    MuleToolRejection,
+    MuleToolResult,
     RunEnd,
     RunStart,
+    ToolCompleted,
+    ToolExecution,
     ToolExecutionEnd,
     ToolExecutionStart,
     ToolExecutionUpdate,
+    ToolPending,
+    ToolStarted,
     TurnEnd,
     TurnStart,
 )
@@ -73,33 +89,29 @@ from mule.effects._protocol import (
     WorkFailed,
 )
 from mule.effects._state import Polling, RunConfig, RunState
-from mule.effects._tools import (
-    MuleCallPreparation,
-    MuleToolCheckpoint,
-    MuleToolDeclaration,
-    MuleToolExecutionPart,
-    MuleToolPrepared,
-    MuleToolRejection,
-    MuleToolResult,
-    ToolCompleted,
-    ToolExecution,
-    ToolPending,
-    ToolStarted,
-)
 from mule.effects._transition import initial_state, step
-from mule.pi import AbortSignal, ToolValidator, get_current_system_prompt, get_current_tools
-from mule.pi._assistant_events import (
+from mule.pi import (
+    ZERO_USAGE,
+    AbortSignal,
+    AssistantMessage,
     DoneEvent,
     ErrorEvent,
+    Message,
+    RetryPolicy,
     StartEvent,
+    StreamOptions,
+    TextContent,
     TextDeltaEvent,
+    ThinkingContent,
     ThinkingDeltaEvent,
+    ToolCall,
     ToolCallDeltaEvent,
+    ToolResultMessage,
+    ToolValidator,
+    UserMessage,
+    get_current_system_prompt,
+    get_current_tools,
 )
-from mule.pi._content import TextContent, ThinkingContent, ToolCall
-from mule.pi._context import StreamOptions
-from mule.pi._messages import ZERO_USAGE, AssistantMessage, Message, ToolResultMessage, UserMessage
-from mule.pi._retry import RetryPolicy
 from tests.effects.machine_model import (
     ERROR_TEXTS,
     MODEL,

@@ -1,4 +1,9 @@
-"""The pure step is total: any fact in any phase gives a typed answer, never an exception."""
+"""The pure step is total: any fact in any phase gives a typed answer, never an exception.
+
+Tests the private rules `mule.effects._transition.step` (with `PHASES`, `expects` and
+`stream_update`) and `mule.effects._checks.check_input`, over the facts of `mule.effects._protocol`
+in every phase of `mule.effects._state`.
+"""
 
 from __future__ import annotations
 
@@ -9,10 +14,18 @@ from attrs import evolve
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mule.effects import MessageUpdate, MulePortsInput, MuleRunOutcome, RunEnd
+from mule.effects import (
+    MessageUpdate,
+    MuleError,
+    MuleIdentity,
+    MulePortsInput,
+    MuleRunOutcome,
+    MuleToolExecutionPart,
+    MuleToolRejection,
+    MuleToolResult,
+    RunEnd,
+)
 from mule.effects._checks import check_input
-from mule.effects._errors import MuleError
-from mule.effects._identity import MuleIdentity
 from mule.effects._protocol import (
     PULL_MODEL,
     Began,
@@ -44,7 +57,6 @@ from mule.effects._state import (
     ResolvingKey,
     Streaming,
 )
-from mule.effects._tools import MuleToolExecutionPart, MuleToolRejection, MuleToolResult
 from mule.effects._transition import (
     PHASES as PHASE_TYPES,
 )
@@ -56,6 +68,7 @@ from mule.effects._transition import (
 )
 from mule.pi import (
     BLOCK_EVENT_TYPES,
+    ZERO_USAGE,
     AssistantMessage,
     DoneEvent,
     Model,
@@ -63,7 +76,6 @@ from mule.pi import (
     TextDeltaEvent,
     UserMessage,
 )
-from mule.pi._messages import ZERO_USAGE
 
 MODEL = Model(id="m", name="M", api="a", provider="p", base_url="")
 TURN = MuleIdentity("turn", "turn:1")

@@ -15,19 +15,19 @@ import anyio.lowlevel
 import pytest
 from returns.result import Result, Success
 
-from mule.effects._errors import MuleError
-from mule.effects._lifecycle import MuleEvent
-from mule.pi import AbortSignal
-from mule.pi._assistant_events import (
+from mule.effects import MuleError, MuleEvent
+from mule.pi import (
+    AbortSignal,
     AssistantMessageEvent,
+    AssistantMessageEventStream,
+    Context,
+    Model,
+    PartialBuilder,
     StartEvent,
+    StreamOptions,
     TextDeltaEvent,
     TextStartEvent,
 )
-from mule.pi._context import Context, StreamOptions
-from mule.pi._event_stream import AssistantMessageEventStream
-from mule.pi._model import Model
-from mule.pi._partial import PartialBuilder
 from tests.effects.kit import Recorder, Root, make_input, run_root
 
 pytestmark = pytest.mark.anyio

@@ -1,4 +1,8 @@
-"""Section 6 scenario 38 and section 5.5: resuming a recovered assistant turn, and its checks."""
+"""Section 6 scenario 38 and section 5.5: resuming a recovered assistant turn, and its checks.
+
+The expected text of an interrupted call is the private rule
+`mule.effects._batch.truncated_call_text`.
+"""
 
 from __future__ import annotations
 
@@ -7,20 +11,22 @@ from typing import Any
 import pytest
 from attrs import evolve
 
-from mule.effects import INTERRUPTED_UNSAFE, MuleResume
-from mule.effects._batch import truncated_call_text
-from mule.effects._lifecycle import MessageStart, ToolExecutionStart, TurnEnd, TurnStart
-from mule.effects._tools import (
+from mule.effects import (
+    INTERRUPTED_UNSAFE,
+    MessageStart,
+    MuleResume,
     MuleToolCheckpoint,
     MuleToolResult,
     ToolCompleted,
+    ToolExecutionStart,
     ToolPending,
     ToolStarted,
+    TurnEnd,
+    TurnStart,
 )
-from mule.pi import without_system_messages
-from mule.pi._content import TextContent, ToolCall
-from mule.pi._messages import ToolResultMessage
-from mule.pi._scripted import reply
+from mule.effects._batch import truncated_call_text
+from mule.pi import TextContent, ToolCall, ToolResultMessage, without_system_messages
+from mule.pi.scripted import reply
 from tests.effects.kit import (
     Journal,
     Queue,

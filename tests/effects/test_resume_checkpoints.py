@@ -16,53 +16,51 @@ from returns.result import Failure, Result, Success
 import mule.promise as promise
 from mule.effects import (
     INTERRUPTED_UNSAFE,
-    MuleCallPreparation,
-    MulePortsInput,
-    MuleResume,
-    MuleRunOutcome,
-    MuleToolDeclaration,
-    MuleToolPrepared,
-    Ports,
-    PreparePort,
-)
-from mule.effects import run as effects_run
-from mule.effects._errors import MuleError
-from mule.effects._lifecycle import (
     MessageEnd,
     MessageStart,
     MessageUpdate,
     ModelPrompt,
+    MuleCallPreparation,
+    MuleError,
     MuleEvent,
+    MulePortsInput,
+    MuleResume,
+    MuleRunOutcome,
+    MuleToolCheckpoint,
+    MuleToolDeclaration,
+    MuleToolExecutionPart,
+    MuleToolPrepared,
+    MuleToolResult,
+    Ports,
+    PreparePort,
+    Replay,
     RunEnd,
     RunStart,
+    ToolCompleted,
     ToolExecutionEnd,
     ToolExecutionStart,
     ToolExecutionUpdate,
+    ToolPending,
+    ToolStarted,
     TurnEnd,
     TurnStart,
 )
-from mule.effects._tools import (
-    MuleToolCheckpoint,
-    MuleToolExecutionPart,
-    MuleToolResult,
-    Replay,
-    ToolCompleted,
-    ToolPending,
-    ToolStarted,
-)
-from mule.pi import AbortSignal, without_system_messages
-from mule.pi._content import TextContent, ToolCall
-from mule.pi._context import Tool
-from mule.pi._messages import (
+from mule.effects import run as effects_run
+from mule.pi import (
     ZERO_USAGE,
+    AbortSignal,
     AssistantMessage,
     Message,
+    Model,
+    TextContent,
+    Tool,
+    ToolCall,
     ToolResultMessage,
     Usage,
     UserMessage,
+    without_system_messages,
 )
-from mule.pi._model import Model
-from mule.pi._scripted import ScriptedModel, reply
+from mule.pi.scripted import ScriptedModel, reply
 
 Root: TypeAlias = Literal["effects", "promise"]
 ROOTS: tuple[Root, ...] = ("effects", "promise")

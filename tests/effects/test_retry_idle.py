@@ -9,16 +9,17 @@ import anyio.lowlevel
 import pytest
 from returns.result import Failure, Result
 
-from mule.effects._errors import MuleError
-from mule.effects._lifecycle import MessageEnd, MessageStart, MessageUpdate, ModelPrompt
-from mule.pi import AbortSignal
-from mule.pi._context import StreamOptions
-from mule.pi._event_stream import AssistantMessageEventStream
-from mule.pi._messages import AssistantMessage
-from mule.pi._model import Model
-from mule.pi._retry import RetryPolicy
-from mule.pi._scripted import Reply, ScriptedModel, Text, error_reply, reply
-from mule.pi._transcript import TranscriptContext
+from mule.effects import MessageEnd, MessageStart, MessageUpdate, ModelPrompt, MuleError
+from mule.pi import (
+    AbortSignal,
+    AssistantMessage,
+    AssistantMessageEventStream,
+    Model,
+    RetryPolicy,
+    StreamOptions,
+    TranscriptContext,
+)
+from mule.pi.scripted import Reply, ScriptedModel, Text, error_reply, reply
 from tests.effects.kit import (
     MODEL,
     KeyHook,

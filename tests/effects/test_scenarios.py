@@ -1,16 +1,19 @@
-"""Section 6 scenarios 1-22 and 34-37, 39: the loop, tools, steering and the stop hook."""
+"""Section 6 scenarios 1-22 and 34-37, 39: the loop, tools, steering and the stop hook.
+
+The expected text of an interrupted call is the private rule
+`mule.effects._batch.truncated_call_text`.
+"""
 
 from __future__ import annotations
 
 import pytest
 
-from mule.effects._batch import truncated_call_text
-from mule.effects._identity import MuleIdentity
-from mule.effects._lifecycle import (
+from mule.effects import (
     MessageEnd,
     MessageStart,
     MessageUpdate,
     ModelPrompt,
+    MuleIdentity,
     RunEnd,
     ToolExecutionEnd,
     ToolExecutionStart,
@@ -18,21 +21,27 @@ from mule.effects._lifecycle import (
     TurnEnd,
     TurnStart,
 )
+from mule.effects._batch import truncated_call_text
 from mule.pi import (
+    AssistantMessage,
+    JsonObject,
+    JsonValue,  # noqa: F401 (resolves the recursive alias)
+    StreamOptions,
     SystemMessage,
+    TextContent,
+    TextDeltaEvent,
+    ThinkingLevel,
+    Tool,
     ToolArgumentsError,
+    ToolCall,
+    ToolResultMessage,
+    Usage,
     get_current_system_prompt,
     get_current_tools,
     validate_tool_arguments,
     without_system_messages,
 )
-from mule.pi._assistant_events import TextDeltaEvent
-from mule.pi._content import TextContent, ToolCall
-from mule.pi._context import StreamOptions, Tool
-from mule.pi._json import JsonObject, JsonValue  # noqa: F401 (resolves the recursive alias)
-from mule.pi._messages import AssistantMessage, ToolResultMessage, Usage
-from mule.pi._model import ThinkingLevel
-from mule.pi._scripted import Call, Reply, Text, error_reply, reply
+from mule.pi.scripted import Call, Reply, Text, error_reply, reply
 from tests.effects.kit import (
     MODEL,
     SYSTEM,
@@ -665,7 +674,7 @@ async def test_s35_updates_then_result(root: Root) -> None:
 @pytest.mark.parametrize("how", ["execute-raises", "prepare-raises", "prepare-fails", "no-result"])
 async def test_s36_tool_failures_fail_the_run(root: Root, how: str) -> None:
     """36: execute/prepare raising, a Failure from prepare, or no result part: MuleError(tool)."""
-    from mule.effects._errors import MuleError
+    from mule.effects import MuleError
     from tests.effects.kit import ToolBoom
 
     boom = ToolBoom("kaput")

@@ -15,7 +15,7 @@ import mule
 from mule import effects
 from mule.effects import MuleError, MuleEvent, MulePortsInput, Ports
 from mule.pi import Model, UserMessage, get_current_tools
-from mule.pi._scripted import Call, Reply, ScriptedModel, reply
+from mule.pi.scripted import Call, Reply, ScriptedModel, reply
 
 MODEL = Model(id="m", name="M", api="scripted", provider="p", base_url="")
 

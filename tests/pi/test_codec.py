@@ -13,28 +13,38 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mule.pi._assistant_events import (
+from mule.pi import (
+    FAILURE_STOP_REASONS,
+    AssistantContent,
+    AssistantMessage,
     AssistantMessageEvent,
+    Context,
+    Diagnostic,
     DoneEvent,
     ErrorEvent,
-    StartEvent,
-    TextDeltaEvent,
-)
-from mule.pi._codec import WireError, camel, decode, from_wire, to_wire
-from mule.pi._content import AssistantContent, ImageContent, TextContent, ToolCall, UserContent
-from mule.pi._context import Context, ThinkingBudgets, Tool
-from mule.pi._messages import (
-    FAILURE_STOP_REASONS,
-    AssistantMessage,
-    Diagnostic,
+    ImageContent,
     Message,
+    Model,
+    StartEvent,
     SystemMessage,
+    TextContent,
+    TextDeltaEvent,
+    ThinkingBudgets,
+    Tool,
+    ToolCall,
     ToolResultMessage,
+    TranscriptContext,
     Usage,
+    UserContent,
     UserMessage,
+    WireError,
+    camel,
+    decode,
+    from_wire,
+    get_current_system_prompt,
+    get_current_tools,
+    to_wire,
 )
-from mule.pi._model import Model
-from mule.pi._transcript import TranscriptContext, get_current_system_prompt, get_current_tools
 from mule.testing import strategies as ms
 
 GOLDEN = Path(__file__).parents[1] / "golden"

@@ -8,10 +8,7 @@ from pathlib import Path
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mule.pi._codec import decode, to_wire
-from mule.pi._cost import calculate_cost
-from mule.pi._messages import Usage, UsageCost
-from mule.pi._model import Model, ModelCost
+from mule.pi import Model, ModelCost, Usage, UsageCost, calculate_cost, decode, to_wire
 
 GOLDEN = Path(__file__).parents[1] / "golden" / "costs.json"
 

@@ -11,9 +11,17 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mule.pi._assistant_events import AssistantMessageEvent, DoneEvent, ErrorEvent, TextDeltaEvent
-from mule.pi._event_stream import AssistantMessageEventStream, IncompleteStreamError
-from mule.pi._messages import ZERO_USAGE, AssistantMessage, StopReason
+from mule.pi import (
+    ZERO_USAGE,
+    AssistantMessage,
+    AssistantMessageEvent,
+    AssistantMessageEventStream,
+    DoneEvent,
+    ErrorEvent,
+    IncompleteStreamError,
+    StopReason,
+    TextDeltaEvent,
+)
 
 pytestmark = pytest.mark.anyio
 

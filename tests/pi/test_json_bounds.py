@@ -1,10 +1,14 @@
-"""mule.pi's one JSON decoder is bounded: depth and number size, each a typed `JsonError`."""
+"""mule.pi's one JSON decoder is bounded: depth and number size, each a typed `JsonError`.
+
+Tests the private rules `mule.pi._json.MAX_DEPTH`, `MAX_NUMBER_CHARS` and `nested_deeper_than`.
+"""
 
 from __future__ import annotations
 
 import pytest
 
-from mule.pi._json import MAX_DEPTH, MAX_NUMBER_CHARS, JsonError, loads, nested_deeper_than
+from mule.pi import JsonError, loads
+from mule.pi._json import MAX_DEPTH, MAX_NUMBER_CHARS, nested_deeper_than
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,7 @@
-"""Streamed tool-call arguments parse as Pi's parseStreamingJson parses them."""
+"""Streamed tool-call arguments parse as Pi's parseStreamingJson parses them.
+
+Tests the private rules `mule.pi._partial_json.parse_tool_call_arguments` and `repair_json`.
+"""
 
 from __future__ import annotations
 

@@ -3,6 +3,8 @@
 Pi 1.6.0 compiles a `pattern` with pi-schema's `sharedRegex` (ECMAScript, `u` flag); mule
 translates it to RE2. The differential tests run pi-schema's own function in Node on the same
 patterns and texts; what RE2 cannot express (backreferences, lookaround) is a `ToolSchemaError`.
+
+Tests the private rules `mule.pi._pattern.search` and `mule.pi._pattern.pattern_problem`.
 """
 
 from __future__ import annotations
@@ -17,9 +19,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import mule
-from mule.pi import Model, ToolArgumentsError, ToolSchemaError, UserMessage, validate_tool_arguments
-from mule.pi._content import ToolCall
-from mule.pi._context import Tool
+from mule.pi import (
+    Model,
+    Tool,
+    ToolArgumentsError,
+    ToolCall,
+    ToolSchemaError,
+    UserMessage,
+    validate_tool_arguments,
+)
 from mule.pi._pattern import pattern_problem, search
 from mule.pi.scripted import Call, ScriptedModel, reply
 from tests.node import NodeLines

@@ -1,4 +1,8 @@
-"""Retry classification and backoff, against pi-ai 1.6.0's `retryAssistantCall` classifier."""
+"""Retry classification and backoff, against pi-ai 1.6.0's `retryAssistantCall` classifier.
+
+Tests the private rule `mule.pi._retry`'s pattern lists (`_RETRYABLE_PATTERNS`,
+`_NON_RETRYABLE_PATTERNS`): exactly pi-ai's.
+"""
 
 from __future__ import annotations
 
@@ -13,15 +17,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mule.pi._messages import ZERO_USAGE, AssistantMessage, StopReason
-from mule.pi._retry import (
-    _NON_RETRYABLE_PATTERNS,
-    _RETRYABLE_PATTERNS,
+from mule.pi import (
     PI_CODING_AGENT_RETRY_DEFAULTS,
+    ZERO_USAGE,
+    AssistantMessage,
     RetryPolicy,
+    StopReason,
     is_retryable_assistant_error,
     retry_delay_ms,
 )
+from mule.pi._retry import _NON_RETRYABLE_PATTERNS, _RETRYABLE_PATTERNS
 from tests.node import NodeLines
 
 

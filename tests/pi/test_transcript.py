@@ -21,6 +21,8 @@ from hypothesis import strategies as st
 from mule.pi import (
     Context,
     SystemMessage,
+    Tool,
+    ToolReference,
     TranscriptContext,
     UserMessage,
     collapse_context,
@@ -32,7 +34,6 @@ from mule.pi import (
     to_wire,
     without_system_messages,
 )
-from mule.pi._tool import Tool, ToolReference
 from mule.testing import strategies as ms
 
 PI_AI = (

@@ -1,4 +1,8 @@
-"""Tool-argument validation: Pi's coercion, its failure text, and a differential run vs pi-ai."""
+"""Tool-argument validation: Pi's coercion, its failure text, and a differential run vs pi-ai.
+
+Also tests the private rules `mule.pi._js_values.js_number_to_string` and `js_stringify`: numbers
+and JSON written as JavaScript writes them.
+"""
 
 from __future__ import annotations
 
@@ -11,11 +15,17 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mule.pi import ToolArgumentsError, ToolSchemaError, ToolValidator, validate_tool_arguments
-from mule.pi._content import ToolCall
-from mule.pi._context import Tool
+from mule.pi import (
+    JsonObject,
+    JsonValue,
+    Tool,
+    ToolArgumentsError,
+    ToolCall,
+    ToolSchemaError,
+    ToolValidator,
+    validate_tool_arguments,
+)
 from mule.pi._js_values import js_number_to_string, js_stringify
-from mule.pi._json import JsonObject, JsonValue
 from tests.node import NodeLines
 
 REPO = Path(__file__).resolve().parents[2]

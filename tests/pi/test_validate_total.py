@@ -2,6 +2,8 @@
 
 Each case reproduced a raw `ValueError`, `RecursionError` or `re.error` (or a network fetch)
 before the gate was bounded (issue 17, defect 2).
+
+The bounds are the private rules `mule.pi._schema_bounds.MAX_ARGUMENT_DEPTH` and `MAX_SCHEMA_DEPTH`.
 """
 
 from __future__ import annotations
@@ -14,9 +16,14 @@ from typing import Any, TypeVar
 import pytest
 from referencing import Registry, Resource
 
-from mule.pi import ToolArgumentsError, ToolSchemaError, ToolValidator, validate_tool_arguments
-from mule.pi._content import ToolCall
-from mule.pi._context import Tool
+from mule.pi import (
+    Tool,
+    ToolArgumentsError,
+    ToolCall,
+    ToolSchemaError,
+    ToolValidator,
+    validate_tool_arguments,
+)
 from mule.pi._schema_bounds import MAX_ARGUMENT_DEPTH, MAX_SCHEMA_DEPTH
 
 E = TypeVar("E", bound=Exception)

@@ -38,7 +38,7 @@ from mule.pi import (
     ToolCall,
     UserMessage,
 )
-from mule.pi._scripted import Call, Reply, ScriptedModel, Text, error_reply, reply
+from mule.pi.scripted import Call, Reply, ScriptedModel, Text, error_reply, reply
 from mule.promise import (
     MuleRunFailed,
     MuleRunInput,

@@ -13,7 +13,7 @@ import mule
 import mule.effects
 from mule.effects import CONSUMER_LEFT, MuleEvent, event_to_wire
 from mule.pi import AbortController, AbortError, AbortSignal, Model, UserMessage
-from mule.pi._scripted import Call, Reply, ScriptedModel, Text, error_reply, reply
+from mule.pi.scripted import Call, Reply, ScriptedModel, Text, error_reply, reply
 from mule.promise import core_input
 
 MODEL = Model(id="m", name="M", api="scripted", provider="p", base_url="")

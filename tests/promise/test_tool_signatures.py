@@ -15,7 +15,7 @@ import pytest
 import mule
 from mule.effects import MuleEvent
 from mule.pi import Model, TextContent, ToolCall, UserMessage
-from mule.pi._scripted import Call, ScriptedModel, reply
+from mule.pi.scripted import Call, ScriptedModel, reply
 from mule.promise import ToolSignatureError, schema_for
 
 MODEL = Model(id="m", name="M", api="scripted", provider="p", base_url="")

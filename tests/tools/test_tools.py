@@ -9,12 +9,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mule.effects._lifecycle import MuleEvent, ToolExecutionEnd
-from mule.effects._tools import MuleToolResult
-from mule.pi._content import TextContent, ToolCall
-from mule.pi._messages import UserMessage
-from mule.pi._model import Model
-from mule.pi._scripted import Call, ScriptedModel, reply
+from mule.effects import MuleEvent, MuleToolResult, ToolExecutionEnd
+from mule.pi import Model, TextContent, ToolCall, UserMessage
+from mule.pi.scripted import Call, ScriptedModel, reply
 from mule.promise import AbortController, AbortSignal, MuleRunInput, MuleToolPrepared, run
 from mule.tools import (
     MAX_OUTPUT_BYTES,

@@ -1,4 +1,9 @@
-"""The model registry: pi-ai's catalogue and Pi's models.json custom providers."""
+"""The model registry: pi-ai's catalogue and Pi's models.json custom providers.
+
+Also tests the private rules `mule.pi.models._generate_catalogue.build` (the committed catalogue is
+what it generates from pi-ai, over its `APIS`) and `mule.pi.models._models_json.strip_json_comments`
+(models.json may hold comments).
+"""
 
 from __future__ import annotations
 
@@ -12,7 +17,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from returns.result import Failure, Success
 
-from mule.pi._model import Model, ModelCost
+from mule.pi import Model, ModelCost
 from mule.pi.models import (
     DEFAULT_CONTEXT_WINDOW,
     DEFAULT_MAX_TOKENS,
