@@ -1,4 +1,8 @@
-"""The shared transport on its own: framings, bounds and content types, over real HTTP."""
+"""The shared transport on its own: framings, bounds and content types, over real HTTP.
+
+Tests the private rules `mule.pi.providers._parser.decode_object` and the event bound as the
+transport reads it, `mule.pi.providers._transport.MAX_EVENT_CHARS`.
+"""
 
 from __future__ import annotations
 
@@ -14,9 +18,8 @@ from mule.pi import (
     Model,
     StreamOptions,
 )
-from mule.pi.providers import _transport
-from mule.pi.providers._parser import StreamParser, decode_object
-from mule.pi.providers._transport import HttpRequest, provider_stream
+from mule.pi.providers import HttpRequest, StreamParser, _transport, provider_stream
+from mule.pi.providers._parser import decode_object
 from mule.testing.fake_anthropic import Reply, serve_script
 
 pytestmark = pytest.mark.anyio
