@@ -2,6 +2,9 @@
 
 Deltas only on `message_update` (the bridge builds the response so far), `agent_settled` ends a
 run, prompt answers carry a `disposition`, and new events and commands are typed.
+
+Tests the private rules `mule.pirc._job.step` (the job machine) and
+`mule.pirc._session_data.disposition_of` on pi 1.6.0's records.
 """
 
 from __future__ import annotations
@@ -50,6 +53,7 @@ from mule.pirc import (
     SummarizationRetryAttemptStart,
     SummarizationRetryFinished,
     SummarizationRetryScheduled,
+    TreeNode,
     delta_record,
 )
 from mule.pirc._job import (
@@ -67,7 +71,7 @@ from mule.pirc._job import (
     job_input,
     step,
 )
-from mule.pirc._session_data import TreeNode, disposition_of
+from mule.pirc._session_data import disposition_of
 
 RECORDED = Path(__file__).parent / "recorded" / "pi-1.6.0"
 ALL = sorted(RECORDED.glob("*.jsonl"))
