@@ -50,7 +50,13 @@ from starlette.applications import Starlette
 from starlette.routing import WebSocketRoute
 from starlette.websockets import WebSocket
 
-from mule.pirc import DEFAULT_MAX_LINE_BYTES, BridgeConfig, EventMapper, LineDecoder, LineFramer
+from mule.pirc import (
+    DEFAULT_MAX_LINE_BYTES,
+    BridgeConfig,
+    EventMapper,
+    LineDecoder,
+    LineFramer,
+)
 from mule.serve import ServerConfig, create_app
 from mule.serve._app import bind_socket
 from mule.serve._setup import make_agent_dir, model_setup
@@ -312,15 +318,20 @@ def parse_rate(data: bytes, count: int, repeat: int) -> ParseRate:
     rates, cpu_rates, events = [], [], 0
     for _ in range(repeat):
         framer, mapper = LineFramer(DEFAULT_MAX_LINE_BYTES), EventMapper()
-        parse = LineDecoder().parse  # the bridge's: one per pi
+        read = LineDecoder().read  # the bridge's: one per pi
         mapper.begin()
         cpu = time.process_time()
         start = time.perf_counter()
         n = 0
         for chunk in chunks:
             for line in framer.feed(chunk):
-                record = parse(line)
-                if record is not None and record.get("type") != "response":
+                record = read(line)
+                if record is None:
+                    continue
+                if isinstance(record, tuple):  # a streamed delta, from its parts (the bridge's)
+                    mapper.delta(record)  # one event per delta
+                    n += 1
+                elif record.get("type") != "response":
                     n += len(mapper.map(record))
         rates.append(count / (time.perf_counter() - start))
         cpu_rates.append(count / max(time.process_time() - cpu, 1e-9))

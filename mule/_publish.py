@@ -59,6 +59,16 @@ def lazy(
     return __getattr__
 
 
+def listing(namespace: Mapping[str, object], names: Iterable[str]) -> Callable[[], list[str]]:
+    """Return a face's module `__dir__`: its names and the lazy ones not yet imported."""
+    lazy = tuple(names)
+
+    def __dir__() -> list[str]:
+        return sorted({*namespace, *lazy})
+
+    return __dir__
+
+
 _WRITTEN: dict[type, dict[str, Any]] = {}
 
 

@@ -4,6 +4,8 @@
   `_name` (a helper two modules share lives under a public name in a module named for it).
 - mule reads no private name of anyio or attrs: it uses only their public APIs.
 - Module names say what they hold: no file name is used by more than two packages.
+- A test imports the public faces; one that imports a private module of mule tests a private
+  rule, and names that module in its docstring.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from pathlib import Path
 
 MULE = Path(__file__).resolve().parent.parent / "mule"
 SOURCES = sorted(MULE.rglob("*.py"))
+TESTS = MULE.parent / "tests"
 
 
 def _module(path: Path) -> str:
@@ -66,3 +69,55 @@ def test_module_names_say_what_they_hold() -> None:
         if path.name not in ("__init__.py", "__main__.py"):
             packages[path.name].append(_module(path.parent / "__init__.py"))
     assert {name: where for name, where in packages.items() if len(where) > 2} == {}
+
+
+def _is_private(dotted: str) -> bool:
+    return any(part.startswith("_") and not part.startswith("__") for part in dotted.split("."))
+
+
+def _private_imports(tree: ast.Module) -> set[str]:
+    """Return the private modules (or underscore names) of mule a module imports, dotted."""
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found |= {
+                a.name for a in node.names if a.name.startswith("mule.") and _is_private(a.name)
+            }
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "mule":
+            module = node.module or ""
+            if _is_private(module):
+                found.add(module)
+            else:
+                found |= {f"{module}.{a.name}" for a in node.names if _is_private(a.name)}
+    return found
+
+
+def _unnamed(source: str) -> list[str]:
+    """Return the private imports of a test module that its docstring does not name."""
+    tree = ast.parse(source)
+    doc = ast.get_docstring(tree) or ""
+    return [
+        name
+        for name in sorted(_private_imports(tree))
+        if not re.search(re.escape(name) + r"(?![\w])", doc)
+    ]
+
+
+def test_a_test_names_each_private_module_it_imports() -> None:
+    unnamed = [
+        f"{path.relative_to(TESTS.parent)}: {name}"
+        for path in sorted(TESTS.rglob("*.py"))
+        for name in _unnamed(path.read_text())
+    ]
+    assert unnamed == []
+
+
+def test_the_probe_sees_an_unnamed_private_import() -> None:
+    body = "from mule.pi import Model\nfrom mule.pi._json import loads\n"
+    assert _unnamed(f'"""Decoding."""\n{body}') == ["mule.pi._json"]
+    assert _unnamed(f'"""Tests `mule.pi._json_x`."""\n{body}') == ["mule.pi._json"]
+    assert _unnamed(f'"""Tests the private rule `mule.pi._json.loads`."""\n{body}') == []
+    assert _unnamed('"""Nothing."""\nfrom mule.pi.providers import _frames\n') == [
+        "mule.pi.providers._frames"
+    ]
+    assert _unnamed('"""Nothing."""\nimport mule.effects._state\n') == ["mule.effects._state"]

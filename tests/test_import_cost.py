@@ -9,6 +9,10 @@ import sys
 # Loaded on first use: package metadata with `mule.__version__`, cattrs with the codecs,
 # docstring_parser with the first `@mule.tool`.
 LAZY = ("importlib.metadata", "cattrs", "docstring_parser")
+# Loaded by the first run with tools (the argument gate), the first `@mule.tool` (datetime), the
+# first schema naming a format (its checks) or holding a `$ref` (urllib, with ipaddress); the
+# CLI may load some itself.
+FIRST_TOOL = ("mule.pi._validate", "datetime", "mule.pi._schema_formats", "urllib.parse")
 # Never loaded by a run: the tool gate is mule's own (referencing only types a host's registry).
 NEVER = ("jsonschema", "referencing")
 # Imported inside the functions that need them (`run_future`, `run_sync` from a running loop).
@@ -18,6 +22,7 @@ _FIRST_USES = '''
 import mule
 from mule.pi import TextContent, Tool, ToolValidator
 ToolValidator.for_tool(Tool("t", "d", {"type": "object", "properties": {"a": {"not": {}}}}))
+ToolValidator.for_tool(Tool("u", "d", {"$ref": "#/$defs/d", "$defs": {"d": {"format": "date"}}}))
 assert mule.__version__
 assert mule.effects.to_wire(TextContent("a")) == {"type": "text", "text": "a"}
 
@@ -41,15 +46,15 @@ def _modules_after(code: str) -> set[str]:
 
 
 def test_import_mule_leaves_out_what_a_run_may_not_need() -> None:
-    """Neither jsonschema, cattrs, the codecs nor importlib.metadata comes with `import mule`."""
+    """Neither jsonschema, cattrs, the codecs, datetime nor a schema's helpers come with it."""
     loaded = _modules_after("import mule")
-    assert [name for name in LAZY + NEVER + NOT_AT_IMPORT if name in loaded] == []
+    assert [name for name in LAZY + FIRST_TOOL + NEVER + NOT_AT_IMPORT if name in loaded] == []
 
 
 def test_they_load_when_first_used() -> None:
     """The codec brings cattrs, `@mule.tool` docstring_parser; a tool's validator no jsonschema."""
     loaded = _modules_after(_FIRST_USES)
-    assert [name for name in LAZY if name not in loaded] == []
+    assert [name for name in LAZY + FIRST_TOOL if name not in loaded] == []
     assert [name for name in NEVER if name in loaded] == []
 
 

@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import json
+import subprocess
+import sys
 import types
 import typing
 from collections import defaultdict
@@ -53,6 +56,16 @@ def test_all_is_sorted_unique_and_exists(name: str) -> None:
     assert len(exported) == len(set(exported)), f"{name}.__all__ lists a name twice"
     absent = [n for n in exported if not hasattr(face, n)]
     assert absent == [], f"{name}.__all__ names what it does not have: {absent}"
+
+
+@pytest.mark.parametrize("name", FACES)
+def test_dir_lists_every_exported_name(name: str) -> None:
+    """`dir(face)` lists all of `__all__`, names a face imports on first use included."""
+    probe = (
+        f"import json, {name} as f; print(json.dumps([n for n in f.__all__ if n not in dir(f)]))"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], check=True, capture_output=True, text=True)
+    assert json.loads(out.stdout) == []  # in a fresh process: before any lazy name is read
 
 
 @pytest.mark.parametrize("name", FACES)

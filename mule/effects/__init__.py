@@ -159,9 +159,11 @@ __all__ = [
 
 # Last, once every exported name is bound: public names read this face as their module.
 from mule._publish import lazy as _lazy  # noqa: E402
+from mule._publish import listing as _listing  # noqa: E402
 from mule._publish import publish as _publish  # noqa: E402
 
 _lazy_getattr = _lazy(__name__, globals(), dict.fromkeys(_CODEC_NAMES, "mule.effects._codec"))
+__dir__ = _listing(globals(), _CODEC_NAMES)
 
 
 def __getattr__(name: str) -> object:

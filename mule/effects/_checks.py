@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 from returns.result import Failure, Result, Success
 
@@ -19,9 +20,11 @@ from mule.pi import (
     ToolCall,
     ToolResultMessage,
     ToolSchemaError,
-    ToolValidator,
     UserMessage,
 )
+
+if TYPE_CHECKING:
+    from mule.pi import ToolValidator
 
 
 def _control(message: str, cause: object | None = None) -> Failure[MuleError]:
@@ -37,11 +40,14 @@ def check_input(inp: MulePortsInput) -> Result[RunConfig, MuleError]:
     if isinstance(checked, Failure):
         return checked
     validators: dict[str, ToolValidator] = {}
-    for tool in inp.tools:
-        try:
-            validators[tool.descriptor.name] = ToolValidator.for_tool(tool.descriptor)
-        except ToolSchemaError as exc:
-            return _control(str(exc), exc)
+    if inp.tools:
+        from mule.pi import ToolValidator  # the gate loads with the first run that has tools
+
+        for tool in inp.tools:
+            try:
+                validators[tool.descriptor.name] = ToolValidator.for_tool(tool.descriptor)
+            except ToolSchemaError as exc:
+                return _control(str(exc), exc)
     ports = inp.ports
     if inp.tools and ports.prepare_tool is None:
         return _control("tools are declared but the ports have no prepare_tool")

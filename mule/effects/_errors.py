@@ -6,6 +6,7 @@ from typing import Literal, TypeAlias, final
 
 from attrs import field, frozen
 
+from mule._fields_repr import fields_repr
 from mule.pi import ZERO_USAGE, Usage
 
 MulePhase: TypeAlias = Literal["model", "tool", "control", "listener"]
@@ -35,6 +36,8 @@ class MuleError:
     message: str
     cause: object | None = None
     usage: Usage = field(default=ZERO_USAGE, eq=False, kw_only=True)
+
+    __repr__ = fields_repr
 
 
 def describe(exc: BaseException) -> str:

@@ -6,6 +6,8 @@ from typing import Literal, TypeAlias, final
 
 from attrs import frozen
 
+from mule._fields_repr import fields_repr
+
 MuleIdentityKind: TypeAlias = Literal[
     "run", "turn", "message", "tool_call", "tool_result", "terminal"
 ]
@@ -26,6 +28,8 @@ class MuleIdentity:
     kind: MuleIdentityKind
     value: str
     parent: MuleIdentity | None = None
+
+    __repr__ = fields_repr
 
 
 __all__ = ["MuleIdentity", "MuleIdentityKind"]

@@ -6,6 +6,7 @@ from typing import final
 
 from attrs import field, frozen
 
+from mule._fields_repr import fields_repr
 from mule.effects._outcome import OutputT
 from mule.effects._ports import Ports
 from mule.effects._settings import MuleRunSettings
@@ -25,6 +26,8 @@ class MulePortsInput(MuleRunSettings[OutputT]):
 
     tools: tuple[MuleToolDeclaration, ...] = ()
     ports: Ports = field(factory=Ports)
+
+    __repr__ = fields_repr
 
 
 __all__ = ["MulePortsInput"]

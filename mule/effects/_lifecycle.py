@@ -6,6 +6,7 @@ from typing import ClassVar, Literal, TypeAlias, final
 
 from attrs import field, frozen
 
+from mule._fields_repr import fields_repr
 from mule.effects._identity import MuleIdentity
 from mule.effects._tools import MuleToolResult, Replay
 from mule.pi import (
@@ -37,6 +38,8 @@ class RunStart:
     messages: tuple[Message, ...] = ()
     type: ClassVar[Literal["run_start"]] = "run_start"
 
+    __repr__ = fields_repr
+
 
 @final
 @frozen(kw_only=True)
@@ -57,6 +60,8 @@ class ModelPrompt:
     system_prompt: str
     type: ClassVar[Literal["model_prompt"]] = "model_prompt"
 
+    __repr__ = fields_repr
+
 
 @final
 @frozen(kw_only=True)
@@ -72,6 +77,8 @@ class TurnStart:
     run: MuleIdentity
     turn: MuleIdentity
     type: ClassVar[Literal["turn_start"]] = "turn_start"
+
+    __repr__ = fields_repr
 
 
 @final
@@ -93,6 +100,8 @@ class MessageStart:
     message: MuleIdentity
     value: Message
     type: ClassVar[Literal["message_start"]] = "message_start"
+
+    __repr__ = fields_repr
 
 
 @final
@@ -163,6 +172,8 @@ class MessageEnd:
     value: Message
     type: ClassVar[Literal["message_end"]] = "message_end"
 
+    __repr__ = fields_repr
+
 
 @final
 @frozen(kw_only=True)
@@ -185,6 +196,8 @@ class ToolExecutionStart:
     replay: Replay
     type: ClassVar[Literal["tool_execution_start"]] = "tool_execution_start"
 
+    __repr__ = fields_repr
+
 
 @final
 @frozen(kw_only=True)
@@ -206,6 +219,8 @@ class ToolExecutionUpdate:
     call: ToolCall
     result: MuleToolResult
     type: ClassVar[Literal["tool_execution_update"]] = "tool_execution_update"
+
+    __repr__ = fields_repr
 
 
 @final
@@ -232,6 +247,8 @@ class ToolExecutionEnd:
     duration_ms: int | None = None
     type: ClassVar[Literal["tool_execution_end"]] = "tool_execution_end"
 
+    __repr__ = fields_repr
+
 
 @final
 @frozen(kw_only=True)
@@ -252,6 +269,8 @@ class TurnEnd:
     tool_results: tuple[ToolResultMessage, ...]
     type: ClassVar[Literal["turn_end"]] = "turn_end"
 
+    __repr__ = fields_repr
+
 
 @final
 @frozen(kw_only=True)
@@ -269,6 +288,8 @@ class RunEnd:
     terminal: MuleIdentity
     outcome: RunStatus
     type: ClassVar[Literal["run_end"]] = "run_end"
+
+    __repr__ = fields_repr
 
 
 MuleEvent: TypeAlias = (

@@ -13,6 +13,7 @@ from typing import Literal, TypeAlias, final
 
 from attrs import frozen
 
+from mule._fields_repr import fields_repr
 from mule.pi import Usage, UsageCost
 
 LimitName: TypeAlias = Literal["max_turns", "max_output_tokens", "max_cost_usd"]
@@ -53,11 +54,15 @@ class RunLimits:
         _positive_int(self, _Named("max_output_tokens"), self.max_output_tokens)
         _positive_cost(self, None, self.max_cost_usd)
 
+    __repr__ = fields_repr
+
 
 @final
 @frozen
 class _Named:
     name: str
+
+    __repr__ = fields_repr
 
 
 def _opt_sum(a: int | None, b: int | None) -> int | None:

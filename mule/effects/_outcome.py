@@ -7,6 +7,7 @@ from typing import Generic, final
 from attrs import frozen
 from typing_extensions import TypeVar
 
+from mule._fields_repr import fields_repr
 from mule.effects._identity import MuleIdentity
 from mule.effects._lifecycle import RunStatus
 from mule.effects._limits import LimitName
@@ -33,6 +34,8 @@ class MuleCompletedTurn:
     tool_results: tuple[ToolResultMessage, ...]
     context: tuple[Message, ...]
     new_messages: tuple[Message, ...]
+
+    __repr__ = fields_repr
 
 
 @final
@@ -82,6 +85,8 @@ class MuleRunOutcome(Generic[OutputT]):
     def text(self) -> str:
         """The text of the run's last assistant message (its text blocks joined; may be "")."""
         return text_of(self.message)
+
+    __repr__ = fields_repr
 
 
 __all__ = ["MuleCompletedTurn", "MuleRunOutcome"]

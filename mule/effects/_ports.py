@@ -15,6 +15,7 @@ from typing import TypeAlias, final
 from attrs import frozen
 from returns.result import Result
 
+from mule._fields_repr import fields_repr
 from mule.effects._errors import MuleError
 from mule.effects._lifecycle import MuleEvent
 from mule.effects._outcome import MuleCompletedTurn
@@ -58,6 +59,8 @@ class Ports:
     follow_up: PollPort | None = None
     should_stop: StopPort | None = None
     prepare_tool: PreparePort | None = None
+
+    __repr__ = fields_repr
 
 
 __all__ = ["EmitPort", "PollPort", "Ports", "PreparePort", "ResolveKeyPort", "StopPort"]

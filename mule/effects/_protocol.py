@@ -7,6 +7,7 @@ from typing import TypeAlias, final
 from attrs import frozen
 from returns.result import Failure, Result, Success
 
+from mule._fields_repr import fields_repr
 from mule.effects._errors import MuleError
 from mule.effects._lifecycle import MuleEvent
 from mule.effects._outcome import MuleCompletedTurn, MuleRunOutcome
@@ -30,6 +31,8 @@ class Began:
 
     now_ms: int = 0
 
+    __repr__ = fields_repr
+
 
 @final
 @frozen
@@ -38,17 +41,23 @@ class KeyResolved:
 
     key: str | None
 
+    __repr__ = fields_repr
+
 
 @final
 @frozen
 class StreamOpened:
     """The stream function returned a stream."""
 
+    __repr__ = fields_repr
+
 
 @final
 @frozen
 class StreamExhausted:
     """The model stream ended without a terminal event."""
+
+    __repr__ = fields_repr
 
 
 @final
@@ -58,6 +67,8 @@ class StreamIdled:
 
     last: AssistantMessage | None
     now_ms: int
+
+    __repr__ = fields_repr
 
 
 @final
@@ -69,6 +80,8 @@ class ToolPrepared:
     preparation: MuleCallPreparation
     now_ms: int
 
+    __repr__ = fields_repr
+
 
 @final
 @frozen
@@ -79,6 +92,8 @@ class ToolPartArrived:
     part: MuleToolExecutionPart
     now_ms: int
 
+    __repr__ = fields_repr
+
 
 @final
 @frozen
@@ -86,6 +101,8 @@ class ToolExhausted:
     """The executor of call `index` ended without a result part."""
 
     index: int
+
+    __repr__ = fields_repr
 
 
 @final
@@ -95,6 +112,8 @@ class MessagesAnswered:
 
     messages: tuple[Message, ...]
 
+    __repr__ = fields_repr
+
 
 @final
 @frozen
@@ -102,6 +121,8 @@ class StopAnswered:
     """The stop hook answered."""
 
     stop: bool
+
+    __repr__ = fields_repr
 
 
 @final
@@ -111,11 +132,15 @@ class RetryAfterAnswered:
 
     ms: float | None
 
+    __repr__ = fields_repr
+
 
 @final
 @frozen
 class Slept:
     """A requested sleep is over."""
+
+    __repr__ = fields_repr
 
 
 @final
@@ -124,6 +149,8 @@ class WorkFailed:
     """A callback or the stream function failed with a typed error."""
 
     error: MuleError
+
+    __repr__ = fields_repr
 
 
 @final
@@ -134,6 +161,8 @@ class CancelRequested:
     reason: str
     now_ms: int
 
+    __repr__ = fields_repr
+
 
 @final
 @frozen
@@ -141,6 +170,8 @@ class ListenerFailed:
     """The listener failed on an event."""
 
     error: MuleError
+
+    __repr__ = fields_repr
 
 
 StreamFact: TypeAlias = StreamOpened | AssistantMessageEvent | StreamExhausted | StreamIdled
@@ -174,6 +205,8 @@ class ResolveKey:
 
     provider: str
 
+    __repr__ = fields_repr
+
 
 @final
 @frozen
@@ -183,11 +216,15 @@ class CallModel:
     context: TranscriptContext
     options: StreamOptions
 
+    __repr__ = fields_repr
+
 
 @final
 @frozen
 class PullModel:
     """Pull the next model event; answer with it, `StreamExhausted` or `StreamIdled`."""
+
+    __repr__ = fields_repr
 
 
 PULL_MODEL = PullModel()
@@ -197,6 +234,8 @@ PULL_MODEL = PullModel()
 @frozen
 class CloseModel:
     """Release the current model stream (no answer)."""
+
+    __repr__ = fields_repr
 
 
 CLOSE_MODEL = CloseModel()
@@ -210,6 +249,8 @@ class PrepareTool:
     index: int
     call: ToolCall
 
+    __repr__ = fields_repr
+
 
 @final
 @frozen
@@ -217,6 +258,8 @@ class StartTools:
     """Start executing the prepared calls; each answers with its first `ToolPartArrived`."""
 
     indices: tuple[int, ...]
+
+    __repr__ = fields_repr
 
 
 @final
@@ -226,6 +269,8 @@ class PullTool:
 
     index: int
 
+    __repr__ = fields_repr
+
 
 @final
 @frozen
@@ -234,17 +279,23 @@ class CloseTool:
 
     index: int
 
+    __repr__ = fields_repr
+
 
 @final
 @frozen
 class AskSteering:
     """Poll steering messages; answer `MessagesAnswered`."""
 
+    __repr__ = fields_repr
+
 
 @final
 @frozen
 class AskFollowUp:
     """Poll follow-up messages; answer `MessagesAnswered`."""
+
+    __repr__ = fields_repr
 
 
 @final
@@ -254,6 +305,8 @@ class AskStop:
 
     turn: MuleCompletedTurn
 
+    __repr__ = fields_repr
+
 
 @final
 @frozen
@@ -262,6 +315,8 @@ class AskRetryAfter:
 
     message: AssistantMessage
 
+    __repr__ = fields_repr
+
 
 @final
 @frozen
@@ -269,6 +324,8 @@ class Sleep:
     """Sleep `ms` milliseconds (cancellable); answer `Slept`."""
 
     ms: float
+
+    __repr__ = fields_repr
 
 
 @final
@@ -287,6 +344,8 @@ class Finish:
     def error(self) -> MuleError | None:
         """The failure of a failed run, else None."""
         return self.result.failure() if isinstance(self.result, Failure) else None
+
+    __repr__ = fields_repr
 
 
 ASK_STEERING = AskSteering()

@@ -6,6 +6,7 @@ from typing import final
 
 from attrs import frozen
 
+from mule._fields_repr import fields_repr
 from mule.effects._tools import MuleToolCheckpoint
 from mule.pi import AssistantMessage
 
@@ -23,6 +24,8 @@ class MuleResume:
 
     message: AssistantMessage
     tools: tuple[MuleToolCheckpoint, ...] = ()
+
+    __repr__ = fields_repr
 
 
 __all__ = ["MuleResume"]

@@ -7,6 +7,7 @@ from typing import Generic, TypeAlias
 
 from attrs import frozen
 
+from mule._fields_repr import fields_repr
 from mule.effects._limits import RunLimits
 from mule.effects._outcome import OutputT
 from mule.effects._resume import MuleResume
@@ -73,6 +74,8 @@ class MuleRunSettings(Generic[OutputT]):
     limits: RunLimits | None = None
     output_type: type[OutputT] | None = None
     output_retries: int = 1
+
+    __repr__ = fields_repr
 
 
 __all__ = ["MuleRunSettings", "MuleStreamFunction"]

@@ -9,10 +9,11 @@ emits the run's one `run_end`.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Literal, TypeAlias, final
+from typing import TYPE_CHECKING, Literal, TypeAlias, final
 
 from attrs import frozen
 
+from mule._fields_repr import fields_repr
 from mule.effects._identity import MuleIdentity
 from mule.effects._limits import LimitName, RunLimits
 from mule.effects._resume import MuleResume
@@ -27,9 +28,11 @@ from mule.pi import (
     Tool,
     ToolCall,
     ToolResultMessage,
-    ToolValidator,
     Usage,
 )
+
+if TYPE_CHECKING:
+    from mule.pi import ToolValidator  # loaded with the first run that has tools
 
 
 @final
@@ -56,11 +59,15 @@ class RunConfig:
     idle_timeout_ms: float | None
     limits: RunLimits | None = None
 
+    __repr__ = fields_repr
+
 
 @final
 @frozen
 class NotStarted:
     """Before `Began`."""
+
+    __repr__ = fields_repr
 
 
 @final
@@ -74,6 +81,8 @@ class Polling:
 
     kind: Literal["steering", "steering_again", "follow_up"]
 
+    __repr__ = fields_repr
+
 
 @final
 @frozen
@@ -81,6 +90,8 @@ class ResolvingKey:
     """Waiting for `resolve_api_key` before attempt `attempt`."""
 
     attempt: int
+
+    __repr__ = fields_repr
 
 
 @final
@@ -93,6 +104,8 @@ class Streaming:
     message: MuleIdentity
     started: bool
 
+    __repr__ = fields_repr
+
 
 @final
 @frozen
@@ -102,6 +115,8 @@ class AwaitingRetryAfter:
     attempt: int
     backoff_ms: float
 
+    __repr__ = fields_repr
+
 
 @final
 @frozen
@@ -109,6 +124,8 @@ class BackingOff:
     """Sleeping before attempt `attempt + 1`."""
 
     attempt: int
+
+    __repr__ = fields_repr
 
 
 @final
@@ -134,6 +151,8 @@ class Batch:
     started_ms: int = 0
     durations: tuple[int | None, ...] = ()
 
+    __repr__ = fields_repr
+
 
 @final
 @frozen
@@ -141,6 +160,8 @@ class RunningTools:
     """A tool batch is in progress."""
 
     batch: Batch
+
+    __repr__ = fields_repr
 
 
 @final
@@ -156,11 +177,15 @@ class AwaitingStop:
     message: AssistantMessage
     results: tuple[ToolResultMessage, ...]
 
+    __repr__ = fields_repr
+
 
 @final
 @frozen
 class Over:
     """The run finished; nothing more may happen."""
+
+    __repr__ = fields_repr
 
 
 Phase: TypeAlias = (
@@ -197,6 +222,8 @@ class RunState:
     # 1 when the run opened `context` with the initial system message it made itself (not in
     # the input, so not in `all_messages`), else 0.
     lead: int = 0
+
+    __repr__ = fields_repr
 
 
 __all__ = [

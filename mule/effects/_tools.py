@@ -8,6 +8,7 @@ from typing import ClassVar, Generic, Literal, TypeAlias, TypeVar, final
 from attrs import frozen
 from returns.result import Result
 
+from mule._fields_repr import fields_repr
 from mule.effects._errors import MuleError
 from mule.pi import (
     AbortSignal,
@@ -49,6 +50,8 @@ class MuleToolResult:
     usage: Usage | None = None
     terminate: bool | None = None
 
+    __repr__ = fields_repr
+
 
 @final
 @frozen
@@ -63,6 +66,8 @@ class MuleToolExecutionPart:
 
     type: Literal["update", "result"]
     result: MuleToolResult
+
+    __repr__ = fields_repr
 
 
 ToolExecution: TypeAlias = AsyncIterator[Result[MuleToolExecutionPart, MuleError]]
@@ -87,6 +92,8 @@ class MuleToolPrepared(Generic[_E]):
     execute: Callable[[AbortSignal], _E]
     status: ClassVar[Literal["prepared"]] = "prepared"
 
+    __repr__ = fields_repr
+
 
 @final
 @frozen
@@ -102,6 +109,8 @@ class MuleToolRejection:
     message: str
     terminate: bool | None = None
     status: ClassVar[Literal["rejected"]] = "rejected"
+
+    __repr__ = fields_repr
 
 
 MuleCallPreparation: TypeAlias = MuleToolPrepared[ToolExecution] | MuleToolRejection
@@ -129,6 +138,8 @@ class MuleToolDeclaration:
     execution_mode: ExecutionMode | None = None
     output_schema: JsonObject | None = None
 
+    __repr__ = fields_repr
+
 
 @final
 @frozen
@@ -142,6 +153,8 @@ class ToolPending:
 
     call: ToolCall
     state: ClassVar[Literal["pending"]] = "pending"
+
+    __repr__ = fields_repr
 
 
 @final
@@ -158,6 +171,8 @@ class ToolStarted:
     call: ToolCall
     replay: Replay
     state: ClassVar[Literal["started"]] = "started"
+
+    __repr__ = fields_repr
 
 
 @final
@@ -176,6 +191,8 @@ class ToolCompleted:
     result: MuleToolResult
     message: ToolResultMessage | None = None
     state: ClassVar[Literal["completed"]] = "completed"
+
+    __repr__ = fields_repr
 
 
 MuleToolCheckpoint: TypeAlias = ToolPending | ToolStarted | ToolCompleted

@@ -101,7 +101,6 @@ from mule.pi._transcript import (
     normalize_context,
     without_system_messages,
 )
-from mule.pi._validate import ToolValidator, validate_tool_arguments
 
 if TYPE_CHECKING:
     from mule.pi._codec import (
@@ -115,6 +114,7 @@ if TYPE_CHECKING:
         to_json,
         to_wire,
     )
+    from mule.pi._validate import ToolValidator, validate_tool_arguments
     from mule.pi.providers import (
         ProviderSetupError,
         complete_simple,
@@ -124,8 +124,9 @@ if TYPE_CHECKING:
     )
 
 # Loaded on first use, as a run given its own stream function needs neither: the codec (cattrs
-# and its hooks; a run does not encode) and the provider registry (`stream_simple`, the default
-# when a run names no stream function).
+# and its hooks; a run does not encode), the provider registry (`stream_simple`, the default
+# when a run names no stream function) and the tool-argument gate (a run with no tools has no
+# schema to compile).
 _LAZY = {
     **dict.fromkeys(
         (
@@ -151,6 +152,7 @@ _LAZY = {
         ),
         "mule.pi.providers",
     ),
+    **dict.fromkeys(("ToolValidator", "validate_tool_arguments"), "mule.pi._validate"),
 }
 
 __all__ = [
@@ -261,7 +263,9 @@ __all__ = [
 
 # Last, once every exported name is bound: public names read this face as their module.
 from mule._publish import lazy as _lazy  # noqa: E402
+from mule._publish import listing as _listing  # noqa: E402
 from mule._publish import publish as _publish  # noqa: E402
 
 __getattr__ = _lazy(__name__, globals(), _LAZY)
+__dir__ = _listing(globals(), _LAZY)
 _publish(__name__, globals(), __all__)

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, TypeAlias, f
 
 from attrs import field, fields, frozen
 
+from mule._fields_repr import fields_repr
 from mule.pi._content import ToolCall
 from mule.pi._messages import AssistantMessage
 
@@ -257,6 +258,8 @@ class DoneEvent:
     message: AssistantMessage
     type: ClassVar[Literal["done"]] = "done"
 
+    __repr__ = fields_repr
+
 
 @final
 @frozen(kw_only=True)
@@ -272,6 +275,8 @@ class ErrorEvent:
     reason: Literal["error", "aborted"]
     error: AssistantMessage
     type: ClassVar[Literal["error"]] = "error"
+
+    __repr__ = fields_repr
 
 
 BlockEvent: TypeAlias = (

@@ -6,6 +6,7 @@ from typing import ClassVar, Literal, TypeAlias, final
 
 from attrs import field, frozen
 
+from mule._fields_repr import fields_repr
 from mule.pi._json import JsonObject, JsonValue  # noqa: F401 (resolves the recursive alias)
 
 
@@ -25,6 +26,8 @@ class TextContent:
     text_signature: str | None = None
     type: ClassVar[Literal["text"]] = "text"
 
+    __repr__ = fields_repr
+
 
 @final
 @frozen
@@ -43,6 +46,8 @@ class ThinkingContent:
     redacted: bool | None = None
     type: ClassVar[Literal["thinking"]] = "thinking"
 
+    __repr__ = fields_repr
+
 
 @final
 @frozen
@@ -58,6 +63,8 @@ class ImageContent:
     data: str
     mime_type: str
     type: ClassVar[Literal["image"]] = "image"
+
+    __repr__ = fields_repr
 
 
 @final
@@ -92,6 +99,8 @@ class ToolCall:
     arguments_error: str | None = None
     extras: JsonObject | None = field(default=None, kw_only=True)
     type: ClassVar[Literal["toolCall"]] = "toolCall"
+
+    __repr__ = fields_repr
 
 
 UserContent: TypeAlias = TextContent | ImageContent

@@ -7,6 +7,7 @@ from typing import Literal, TypeAlias, final
 
 from attrs import frozen
 
+from mule._fields_repr import fields_repr
 from mule.pi._abort import AbortSignal
 from mule.pi._json import JsonObject, JsonValue
 from mule.pi._messages import Message
@@ -37,6 +38,8 @@ class Context:
     system_prompt: str | None = None
     tools: tuple[Tool, ...] | None = None
 
+    __repr__ = fields_repr
+
 
 @final
 @frozen
@@ -51,6 +54,8 @@ class ProviderResponse:
 
     status: int
     headers: Mapping[str, str]
+
+    __repr__ = fields_repr
 
 
 @final
@@ -70,6 +75,8 @@ class ThinkingBudgets:
     low: int | None = None
     medium: int | None = None
     high: int | None = None
+
+    __repr__ = fields_repr
 
 
 @final
@@ -114,6 +121,8 @@ class StreamOptions:
     # SimpleStreamOptions: the provider-independent reasoning knobs.
     reasoning: ThinkingLevel | None = None
     thinking_budgets: ThinkingBudgets | None = None
+
+    __repr__ = fields_repr
 
 
 # Pi splits these into two interfaces; one class with the reasoning knobs optional serves both.

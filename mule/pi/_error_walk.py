@@ -25,13 +25,13 @@ from mule.pi._schema import (
     TYPE_CHECKS,
     Compiler,
     code_points,
+    format_check,
     is_integer,
     is_multiple,
     is_number,
     never,
     unique,
 )
-from mule.pi._schema_formats import FORMATS
 from mule.pi._schema_refs import is_schema_object, list_at, object_at
 from mule.pi._schema_regex import compile_pattern
 
@@ -211,7 +211,7 @@ class Explainer:
         if isinstance(node.get("pattern"), str) and not compile_pattern(node["pattern"])(v):
             push("pattern", f"expected to match {node['pattern']}")
         name = node.get("format")
-        fmt = FORMATS.get(name) if isinstance(name, str) else None
+        fmt = format_check(name)
         if fmt is not None and not fmt(v):
             push("format", f"expected format {name}")
 

@@ -8,6 +8,7 @@ from typing import ClassVar, Literal, TypeAlias, final
 
 from attrs import field, frozen
 
+from mule._fields_repr import fields_repr
 from mule.pi._content import AssistantContent, TextContent, UserContent
 from mule.pi._json import JsonObject, JsonValue
 from mule.pi._model import ModelThinkingLevel
@@ -51,6 +52,8 @@ class UsageCost:
     total: float = 0.0
     total_from_provider: bool | None = None
 
+    __repr__ = fields_repr
+
 
 @final
 @frozen
@@ -91,6 +94,8 @@ class Usage:
         "cache_write_1h",
     )
 
+    __repr__ = fields_repr
+
 
 ZERO_USAGE = Usage()
 
@@ -113,6 +118,8 @@ class DiagnosticError:
     stack: str | None = None
     code: str | int | None = None
 
+    __repr__ = fields_repr
+
 
 @final
 @frozen
@@ -132,6 +139,8 @@ class Diagnostic:
     error: DiagnosticError | None = None
     details: JsonObject | None = None
 
+    __repr__ = fields_repr
+
 
 @final
 @frozen
@@ -149,6 +158,8 @@ class UserMessage:
     content: str | tuple[UserContent, ...]
     timestamp: int = field(factory=now_ms, metadata={WIRE_REQUIRED: True})
     role: ClassVar[Literal["user"]] = "user"
+
+    __repr__ = fields_repr
 
 
 @final
@@ -217,6 +228,8 @@ class AssistantMessage:
         "thinking_level",
     )
 
+    __repr__ = fields_repr
+
 
 @final
 @frozen
@@ -257,6 +270,8 @@ class ToolResultMessage:
         "timestamp",
     )
 
+    __repr__ = fields_repr
+
 
 @final
 @frozen
@@ -287,6 +302,8 @@ class SystemMessage:
     # The agent loop's key order (its tool-change step adds the tool fields after the rest):
     # every system message pi prints; only pi-ai's createInitialSystemMessage puts them first.
     __wire_order__ = ("content", "sections", "timestamp", "tools_added", "tools_removed")
+
+    __repr__ = fields_repr
 
 
 Message: TypeAlias = SystemMessage | UserMessage | AssistantMessage | ToolResultMessage

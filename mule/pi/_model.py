@@ -7,6 +7,7 @@ from typing import Literal, TypeAlias, final
 
 from attrs import field, frozen
 
+from mule._fields_repr import fields_repr
 from mule.pi._json import JsonObject, JsonValue  # noqa: F401 (resolves the recursive alias)
 
 ThinkingLevel: TypeAlias = Literal["minimal", "low", "medium", "high", "xhigh", "max"]
@@ -35,6 +36,8 @@ class ModelCostTier:
     cache_write: float
     input_tokens_above: int
 
+    __repr__ = fields_repr
+
 
 @final
 @frozen
@@ -56,6 +59,8 @@ class ModelCost:
     cache_read: float = 0.0
     cache_write: float = 0.0
     tiers: tuple[ModelCostTier, ...] | None = None
+
+    __repr__ = fields_repr
 
 
 @final
@@ -105,6 +110,8 @@ class Model:
     input_limits: JsonObject | None = None
     type: Literal["chat"] | None = None
     extras: JsonObject | None = field(default=None, kw_only=True)
+
+    __repr__ = fields_repr
 
 
 __all__ = [

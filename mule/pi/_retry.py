@@ -16,6 +16,7 @@ from typing import Any, Final, final
 
 from attrs import field, frozen
 
+from mule._fields_repr import fields_repr
 from mule.pi._messages import AssistantMessage
 
 # Account limits: retrying cannot help, so these win over the retryable families below.
@@ -191,6 +192,8 @@ class RetryPolicy:
     base_delay_ms: float
     non_retryable_overrides: tuple[str, ...] = field(default=(), validator=_check_overrides)
     max_agent_delay_ms: float = field(default=DEFAULT_MAX_AGENT_DELAY_MS, kw_only=True)
+
+    __repr__ = fields_repr
 
 
 PI_CODING_AGENT_RETRY_DEFAULTS = RetryPolicy(

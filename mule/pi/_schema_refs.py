@@ -15,7 +15,6 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final, final
-from urllib.parse import unquote, urljoin
 
 if TYPE_CHECKING:
     from referencing import Registry
@@ -68,6 +67,8 @@ def resolve_uri(ref: str, base: str) -> str:
     """Return `ref` resolved against `base` (fragment-only references also on opaque bases)."""
     if ref.startswith("#"):  # a fragment keeps the base document, also an opaque one (urn:)
         return document_of(base) + ref
+    from urllib.parse import urljoin  # with the first `$ref` (urllib brings ipaddress)
+
     try:
         return urljoin(base, ref)
     except ValueError:
@@ -132,6 +133,8 @@ class Resolver:
         raw = uri[len(doc) + 1 :] if len(uri) > len(doc) else ""
         if _BAD_ESCAPE.search(raw):
             raise Unresolved(ref)  # decodeURIComponent throws on a malformed escape
+        from urllib.parse import unquote
+
         fragment = unquote(raw, errors="strict")
         root = self._resources[doc] if doc in self._resources else self._load(doc)
         if root is None:

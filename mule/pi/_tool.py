@@ -6,6 +6,7 @@ from typing import final
 
 from attrs import frozen
 
+from mule._fields_repr import fields_repr
 from mule.pi._json import JsonObject, JsonValue
 
 
@@ -29,6 +30,8 @@ class Tool:
     parameters: JsonObject
     constrained_sampling: JsonValue = None
 
+    __repr__ = fields_repr
+
 
 @final
 @frozen
@@ -41,6 +44,8 @@ class ToolReference:
     """
 
     name: str
+
+    __repr__ = fields_repr
 
 
 __all__ = ["Tool", "ToolReference"]

@@ -12,6 +12,7 @@ from typing import final
 
 from attrs import frozen
 
+from mule._fields_repr import fields_repr
 from mule.pi._content import TextContent
 from mule.pi._context import Context
 from mule.pi._json import stringify
@@ -30,6 +31,8 @@ class TranscriptContext:
     """
 
     messages: tuple[Message, ...]
+
+    __repr__ = fields_repr
 
 
 def create_initial_system_message(

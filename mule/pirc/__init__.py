@@ -22,7 +22,7 @@ from mule.pirc._config import (
     project_pi,
 )
 from mule.pirc._framing import FrameStats, LineError, LineFramer, decode_line, parse_record
-from mule.pirc._growth import LineDecoder
+from mule.pirc._growth import DeltaKind, LineDecoder, StreamedDelta, delta_record
 from mule.pirc._job_handle import Job
 from mule.pirc._mapper import EventMapper
 from mule.pirc._pi_events import (
@@ -75,6 +75,7 @@ __all__ = [
     "CompactionEnd",
     "CompactionStart",
     "ConfigError",
+    "DeltaKind",
     "Disposition",
     "EntryAppended",
     "EventBuffer",
@@ -97,6 +98,7 @@ __all__ = [
     "QueueUpdate",
     "SessionEntries",
     "SessionTree",
+    "StreamedDelta",
     "StreamingBehavior",
     "Subscription",
     "SummarizationRetryAttemptStart",
@@ -107,6 +109,7 @@ __all__ = [
     "WriteTimeout",
     "decode_line",
     "default_pi_executable",
+    "delta_record",
     "parse_record",
     "project_pi",
 ]

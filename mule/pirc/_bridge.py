@@ -113,7 +113,7 @@ class Bridge(JobCommands):
         self._barriers: dict[str, tuple[Job, int]] = {}
         self._subscribers = Subscribers()
         self._mapper = EventMapper()
-        self._parse = LineDecoder(config.max_line_depth).parse  # one pi, one stdout: one decoder
+        self._read = LineDecoder(config.max_line_depth).read  # one pi, one stdout: one decoder
         self._job: Job | None = None
         self._open_jobs: set[Job] = set()  # the current job and any superseded one still settling
         self._queued: dict[str, Job | None] = {}  # queued message id -> the job open when sent
@@ -295,11 +295,13 @@ class Bridge(JobCommands):
 
     async def _handle_line(self, line: bytes) -> None:
         self._spoke = True
-        record = self._parse(line, self.stats.frames)
+        record = self._read(line, self.stats.frames)
         if record is None:
             return
         try:
-            if record.get("type") == "response":
+            if isinstance(record, tuple):  # a streamed delta (most of pi's lines), from its parts
+                await self._publish(self._mapper.delta(record))
+            elif record.get("type") == "response":
                 await self._on_response(parse_response(record))
             else:
                 await self._on_event(record)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import functools
 import re
-from typing import Any, Final, final
+from typing import Any, Final, Literal, TypeAlias, final
 
 from mule.pirc._framing import (
     DEFAULT_DEPTH,
@@ -41,7 +41,12 @@ _DELTA_TAIL: Final = re.compile(
     rb'(text_delta|thinking_delta|toolcall_delta)","contentIndex":(0|[1-9][0-9]{0,8}),'
     rb'"delta":"([^"\\\x00-\x1f]*)"\}\}'
 )
-_KINDS: Final = {k.encode(): k for k in ("text_delta", "thinking_delta", "toolcall_delta")}
+DeltaKind: TypeAlias = Literal["text_delta", "thinking_delta", "toolcall_delta"]
+_KINDS: Final[dict[bytes, DeltaKind]] = {
+    b"text_delta": "text_delta",
+    b"thinking_delta": "thinking_delta",
+    b"toolcall_delta": "toolcall_delta",
+}
 _DELTA_LINE: Final = re.compile(
     rb'\{"type":"message_update","usage":(\{[^{}"]*(?:"[a-zA-Z]+":[^{}"]*)*'
     rb'"cost":\{[^{}]*\}[^{}]*\}),"assistantMessageEvent":\{"type":"'
@@ -171,6 +176,25 @@ def _string(raw: str) -> str:
     return value
 
 
+# A pi >= 0.84 `message_update` streaming a delta, decoded once (`LineDecoder.read`): its
+# kind, its `contentIndex`, the delta and the usage so far (as decoded: the records that repeat
+# one usage share the value). Most of pi's lines are these; the decoder hands over the parts it
+# matched and `EventMapper.delta` makes the update from them, where a record would be built as
+# a dict only for the mapper to take it apart again. A plain tuple: a class (a NamedTuple too)
+# would cost a Python-level constructor call per line.
+StreamedDelta: TypeAlias = tuple[DeltaKind, int, str, Any]
+
+
+def delta_record(streamed: StreamedDelta) -> dict[str, Any]:
+    """Return a streamed delta's record as pi wrote it (what `decode_line` gives for the line)."""
+    kind, index, delta, usage = streamed
+    return {
+        "type": "message_update",
+        "usage": usage,
+        "assistantMessageEvent": {"type": kind, "contentIndex": index, "delta": delta},
+    }
+
+
 @final
 class LineDecoder:
     """Decode one stream's records in order, as `decode_line` does, pi's text updates by growth.
@@ -203,9 +227,9 @@ class LineDecoder:
     def decode(self, line: bytes) -> dict[str, Any]:
         """Decode one record as a JSON object, or raise `LineError` (never anything else)."""
         if line.startswith(_DELTA_PREFIX):
-            record = self._delta_line(line)
-            if record is not None:
-                return record
+            delta = self._delta_line(line)
+            if delta is not None:
+                return delta_record(delta)
         if self._ref is not None:
             record = self._grow(line, self._ref)
             if record is not None:
@@ -214,17 +238,24 @@ class LineDecoder:
 
     def parse(self, line: bytes, stats: FrameStats | None = None) -> dict[str, Any] | None:
         """Decode one record as `parse_record` does: log, count and return None for a bad one."""
+        record = self.read(line, stats)
+        return delta_record(record) if isinstance(record, tuple) else record
+
+    def read(
+        self, line: bytes, stats: FrameStats | None = None
+    ) -> dict[str, Any] | StreamedDelta | None:
+        """Decode one record as `parse` does, a streamed delta as its parts (the bridge's)."""
         if line.startswith(_DELTA_PREFIX):
-            record = self._delta_line(line)
-            if record is not None:
-                return record
+            delta = self._delta_line(line)
+            if delta is not None:
+                return delta
         if self._ref is not None:
             record = self._grow(line, self._ref)
             if record is not None:
                 return record
         return parse_record(line, stats, decode=self._decode_full)
 
-    def _delta_line(self, line: bytes) -> dict[str, Any] | None:
+    def _delta_line(self, line: bytes) -> StreamedDelta | None:
         """Decode a pi >= 0.84 delta line from its parts (as json.loads would), or None.
 
         pi repeats one usage on line after line: a line that starts as the last one did (the
@@ -236,7 +267,7 @@ class LineDecoder:
             m = _DELTA_TAIL.fullmatch(line, len(head))
             if m is None:
                 return None
-            kind, index, delta = m[1], m[2], m[3]
+            kind, index, delta = m.groups()
         else:
             full = _DELTA_LINE.fullmatch(line)
             if full is None:
@@ -255,15 +286,7 @@ class LineDecoder:
             text = delta.decode("utf-8", "surrogatepass")
         except ValueError:
             return None
-        return {
-            "type": "message_update",
-            "usage": self._usage,
-            "assistantMessageEvent": {
-                "type": _KINDS[kind],
-                "contentIndex": int(index),
-                "delta": text,
-            },
-        }
+        return (_KINDS[kind], int(index), text, self._usage)
 
     def _decode_full(self, line: bytes) -> dict[str, Any]:
         if line.startswith(_UPDATE):
@@ -377,3 +400,6 @@ class LineDecoder:
             twin.kind,
             block[key],
         )
+
+
+__all__ = ["DeltaKind", "LineDecoder", "StreamedDelta", "delta_record"]

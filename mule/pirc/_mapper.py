@@ -12,8 +12,8 @@ from __future__ import annotations
 import contextlib
 import itertools
 import logging
-from collections.abc import Callable, Mapping
-from typing import Any, Final, TypeAlias, cast, final, get_args
+from collections.abc import Mapping
+from typing import Any, Final, cast, final, get_args
 
 from attrs import evolve
 
@@ -60,6 +60,7 @@ from mule.pi import (
     from_wire,
 )
 from mule.pirc._assembly import DeltaAssembly
+from mule.pirc._growth import StreamedDelta, delta_record
 from mule.pirc._pi_events import (
     AgentEnd,
     AgentSettled,
@@ -204,42 +205,14 @@ def _assistant_event(
     return None
 
 
-# (run, turn, message, the response so far, contentIndex, delta) -> [the update]
-_MakeUpdate: TypeAlias = Callable[
-    [MuleIdentity, MuleIdentity, MuleIdentity, PartialSource, int, str], list[BridgeEvent]
-]
-
-
-def _delta_update_maker(
-    cls: type[TextDeltaEvent | ThinkingDeltaEvent | ToolCallDeltaEvent],
-) -> _MakeUpdate:
-    """Return a function making a streamed delta's update, its event and its snapshot."""
-
-    def make(
-        run: MuleIdentity,
-        turn: MuleIdentity,
-        message: MuleIdentity,
-        partial: PartialSource,
-        index: int,
-        delta: str,
-    ) -> list[BridgeEvent]:
-        event = cls(content_index=index, delta=delta, partial=partial)
-        return [MessageUpdate(run=run, turn=turn, message=message, value=partial, event=event)]
-
-    return make
-
-
-# The objects made for every streamed delta, by the kind of its event.
-_MAKE_DELTA: Final[dict[str, _MakeUpdate]] = {
-    "text_delta": _delta_update_maker(TextDeltaEvent),
-    "thinking_delta": _delta_update_maker(ThinkingDeltaEvent),
-    "toolcall_delta": _delta_update_maker(ToolCallDeltaEvent),
-}
-# The block a delta grows (pi >= 0.84, where the bridge builds the response itself).
-_DELTA_BLOCK: Final[dict[str, str]] = {
-    "text_delta": "text",
-    "thinking_delta": "thinking",
-    "toolcall_delta": "toolCall",
+# A streamed delta's event class and the block it grows (pi >= 0.84, where the bridge builds
+# the response itself), by its kind: one lookup per delta.
+_DELTAS: Final[
+    dict[str, tuple[str, type[TextDeltaEvent | ThinkingDeltaEvent | ToolCallDeltaEvent]]]
+] = {
+    "text_delta": ("text", TextDeltaEvent),
+    "thinking_delta": ("thinking", ThinkingDeltaEvent),
+    "toolcall_delta": ("toolCall", ToolCallDeltaEvent),
 }
 
 
@@ -356,19 +329,23 @@ class EventMapper:
                 and (type(ame) is dict or isinstance(ame, Mapping))
             ):
                 kind = ame.get("type")
-                make = _MAKE_DELTA.get(kind)  # type: ignore[arg-type]
+                delta_kind = kind in _DELTAS
                 if raw is None and (stream := self._stream) is not None:  # pi >= 0.84: a delta
                     usage = data.get("usage")
+                    if delta_kind:
+                        index, delta = ame.get("contentIndex"), ame.get("delta")
+                        return [
+                            self.delta(
+                                (
+                                    kind,  # type: ignore[arg-type]
+                                    index if type(index) is int else _int(ame, "contentIndex"),
+                                    delta if type(delta) is str else "",
+                                    usage,
+                                )
+                            )
+                        ]
                     if usage is not stream.last_usage:  # the decoder shares a repeated one
                         stream.usage(usage)
-                    if make is not None:
-                        index, delta = ame.get("contentIndex"), ame.get("delta")
-                        if type(index) is not int:
-                            index = _int(ame, "contentIndex")
-                        if type(delta) is not str:
-                            delta = ""
-                        snapshot = stream.append(index, _DELTA_BLOCK[kind], delta)  # type: ignore[index]
-                        return make(run, turn, ident, snapshot, index, delta)
                     snapshot = stream.apply(ame)
                     event = _assistant_event(ame, snapshot)
                     if event is not None:
@@ -378,15 +355,18 @@ class EventMapper:
                             )
                         ]
                 elif type(raw) is dict or isinstance(raw, Mapping):  # pi < 0.84: the partial
-                    if make is not None:
-                        index, delta = ame.get("contentIndex"), ame.get("delta")
-                        if type(index) is not int:
-                            index = _int(ame, "contentIndex")
-                        if not isinstance(delta, str):
-                            delta = ""
-                        return make(run, turn, ident, WirePartial(raw), index, delta)
                     partial = WirePartial(raw)
-                    event = _assistant_event(ame, partial)
+                    if delta_kind:
+                        index, delta = ame.get("contentIndex"), ame.get("delta")
+                        event = _DELTAS[kind][1](  # type: ignore[index]
+                            content_index=index
+                            if type(index) is int
+                            else _int(ame, "contentIndex"),
+                            delta=delta if isinstance(delta, str) else "",
+                            partial=partial,
+                        )
+                    else:
+                        event = _assistant_event(ame, partial)
                     if event is not None:
                         return [
                             MessageUpdate(
@@ -519,6 +499,24 @@ class EventMapper:
                     )
                 ]
         return [OtherPiEvent(run=run, data=data)]
+
+    def delta(self, streamed: StreamedDelta) -> BridgeEvent:
+        """Translate one streamed delta of pi >= 0.84 (as `LineDecoder.read` hands it over).
+
+        Most of pi's lines: the delta grows the response this mapper builds (`DeltaAssembly`),
+        and its one update holds the event and a snapshot of that response. Out of place (no
+        assistant message streaming), it maps as its record does (to an `OtherPiEvent`).
+        """
+        run, turn, ident, stream = self._run, self._turn, self._message, self._stream
+        if run is None or turn is None or ident is None or stream is None:
+            return OtherPiEvent(run=run, data=delta_record(streamed))
+        kind, index, text, usage = streamed
+        if usage is not stream.last_usage:  # the decoder shares a repeated one
+            stream.usage(usage)
+        block, cls = _DELTAS[kind]
+        snapshot = stream.append(index, block, text)
+        event = cls(content_index=index, delta=text, partial=snapshot)
+        return MessageUpdate(run=run, turn=turn, message=ident, value=snapshot, event=event)
 
     def _turn_end(self, data: Mapping[str, Any]) -> list[BridgeEvent]:
         run, turn = self._run, self._turn

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import collections.abc as abc
 import dataclasses
-import datetime
 import enum
 import inspect
 import math
+import sys
 import types
 import typing
 from collections.abc import Mapping
@@ -65,8 +65,11 @@ def _encode(value: object, path: str) -> JsonValue:
         return _encode(value.value, path)
     if isinstance(value, str | int | float):  # subclasses (an IntEnum is caught above)
         return _encode(_base(value)(value), path)
-    if isinstance(value, datetime.datetime | datetime.date | datetime.time):
-        return value.isoformat()
+    # No datetime exists before its module is imported (`import mule` does not import it).
+    dt = sys.modules.get("datetime")
+    if dt is not None and isinstance(value, dt.datetime | dt.date | dt.time):
+        iso: str = value.isoformat()
+        return iso
     if isinstance(value, list | tuple | set | frozenset):
         return [_encode(v, f"{path}[{i}]") for i, v in enumerate(value)]
     if isinstance(value, Mapping):
@@ -124,18 +127,7 @@ def encode_result(value: object, tool: str) -> JsonValue:
 
 # -- the return annotation, checked when the tool is made -----------------------------------
 
-_LEAVES: tuple[type, ...] = (
-    str,
-    int,
-    float,
-    bool,
-    type(None),
-    datetime.datetime,
-    datetime.date,
-    datetime.time,
-    TextContent,
-    ImageContent,
-)
+_LEAVES: tuple[type, ...] = (str, int, float, bool, type(None), TextContent, ImageContent)
 _CONTAINERS: tuple[type, ...] = (
     list,
     tuple,
@@ -166,7 +158,11 @@ def _known(hint: Any) -> bool:
         return origin in _CONTAINERS and all(a is ... or _known(a) for a in args)
     if not isinstance(hint, type):
         return True  # a special form we do not judge: the value is checked when returned
+    import datetime  # here, where a tool is made: `import mule` need not import it
+
     if issubclass(hint, (MuleToolResult, *_LEAVES, *_CONTAINERS)):
+        return True
+    if issubclass(hint, datetime.datetime | datetime.date | datetime.time):
         return True
     if issubclass(hint, enum.Enum) or typing.is_typeddict(hint):
         return True

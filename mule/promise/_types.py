@@ -9,6 +9,7 @@ from typing import Any, TypeAlias, cast, final
 
 from attrs import field, frozen
 
+from mule._fields_repr import fields_repr
 from mule.effects import (
     ExecutionMode,
     MuleCompletedTurn,
@@ -54,6 +55,8 @@ class MuleTool:
     prepare: Callable[[ToolCall, AbortSignal], Awaitable[MuleToolPreparation]]
     replay: Replay = "unsafe"
     execution_mode: ExecutionMode | None = None
+
+    __repr__ = fields_repr
 
 
 MulePromiseListener: TypeAlias = Callable[[MuleEvent, AbortSignal], Awaitable[None] | None]
@@ -194,6 +197,8 @@ class MuleRunInput(MuleRunSettings[OutputT]):
     should_stop_after_turn: Callable[[MuleCompletedTurn, AbortSignal], Awaitable[bool]] | None = (
         None
     )
+
+    __repr__ = fields_repr
 
 
 __all__ = [

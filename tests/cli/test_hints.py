@@ -1,4 +1,10 @@
-"""Every hint `mule` prints runs as printed; tables fit 80 columns without cutting ids."""
+"""Every hint `mule` prints runs as printed; tables fit 80 columns without cutting ids.
+
+Private rules tested here: the table layout `mule.cli._columns.columns`, the listings
+`mule.cli._journal.print_runs` and `mule.cli._models.models_lines` (with `load_registry` and
+`human_tokens`), and the saved settings `mule.cli._settings.settings_of`: what a hint or a table
+prints, checked without a terminal.
+"""
 
 from __future__ import annotations
 

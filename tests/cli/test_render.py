@@ -1,4 +1,8 @@
-"""The CLI's live view and retry forecast, in process, against scripted runs."""
+"""The CLI's live view and retry forecast, in process, against scripted runs.
+
+Private rules tested here: the CLI's renderers in `mule.cli._render` (`LiveView`, `JsonLines`) and
+its retry forecast `mule.cli._render.planned_retry_ms`.
+"""
 
 from __future__ import annotations
 
@@ -16,12 +20,9 @@ from attrs import evolve
 from rich.console import Console
 
 from mule.cli._render import JsonLines, LiveView, planned_retry_ms
-from mule.effects import event_from_wire
-from mule.effects._lifecycle import ModelPrompt, MuleEvent
-from mule.pi._messages import ZERO_USAGE, AssistantMessage, UserMessage
-from mule.pi._model import Model
-from mule.pi._retry import RetryPolicy
-from mule.pi._scripted import Call, ScriptedModel, Text, Thinking, error_reply, reply
+from mule.effects import ModelPrompt, MuleEvent, event_from_wire
+from mule.pi import ZERO_USAGE, AssistantMessage, Model, RetryPolicy, UserMessage
+from mule.pi.scripted import Call, ScriptedModel, Text, Thinking, error_reply, reply
 from mule.promise import AbortSignal, MuleRunFailed, MuleRunInput, run, tool
 from mule.tools import Workspace, coding_tools
 

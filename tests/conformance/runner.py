@@ -23,21 +23,23 @@ from attrs import define, field, frozen
 from returns.result import Failure, Result, Success
 
 from mule.effects import (
-    MuleCompletedTurn,
-    MulePortsInput,
-    MuleRunOutcome,
-    MuleToolDeclaration,
-    Ports,
-)
-from mule.effects import run as effects_run
-from mule.effects._errors import MuleError
-from mule.effects._identity import MuleIdentity
-from mule.effects._lifecycle import (
     MessageEnd,
     MessageStart,
     MessageUpdate,
     ModelPrompt,
+    MuleCallPreparation,
+    MuleCompletedTurn,
+    MuleError,
     MuleEvent,
+    MuleIdentity,
+    MulePortsInput,
+    MuleRunOutcome,
+    MuleToolDeclaration,
+    MuleToolExecutionPart,
+    MuleToolPrepared,
+    MuleToolRejection,
+    MuleToolResult,
+    Ports,
     RunEnd,
     RunStart,
     ToolExecutionEnd,
@@ -46,32 +48,31 @@ from mule.effects._lifecycle import (
     TurnEnd,
     TurnStart,
 )
-from mule.effects._tools import (
-    MuleCallPreparation,
-    MuleToolExecutionPart,
-    MuleToolPrepared,
-    MuleToolRejection,
-    MuleToolResult,
-)
+from mule.effects import run as effects_run
 from mule.pi import (
+    ZERO_USAGE,
     AbortController,
     AbortError,
     AbortSignal,
+    AssistantMessage,
+    Message,
+    Model,
+    StreamOptions,
+    TextContent,
+    TextDeltaEvent,
+    Tool,
+    ToolCall,
+    from_wire,
     get_current_system_prompt,
     get_current_tools,
+    to_wire,
 )
-from mule.pi._assistant_events import TextDeltaEvent
-from mule.pi._codec import from_wire, to_wire
-from mule.pi._content import TextContent, ToolCall
-from mule.pi._context import StreamOptions, Tool
-from mule.pi._messages import ZERO_USAGE, AssistantMessage, Message
-from mule.pi._model import Model
-from mule.pi._scripted import Block, Call, Reply, ScriptedModel, Text, Thinking
-from mule.promise._run_raising import MuleRunFailed
-from mule.promise._run_raising import run as promise_run
-from mule.promise._types import MuleRunInput as PromiseInput
-from mule.promise._types import MuleTool as PromiseTool
-from mule.promise._types import MuleToolPrepared as PromisePrepared
+from mule.pi.scripted import Block, Call, Reply, ScriptedModel, Text, Thinking
+from mule.promise import MuleRunFailed
+from mule.promise import MuleRunInput as PromiseInput
+from mule.promise import MuleTool as PromiseTool
+from mule.promise import MuleToolPrepared as PromisePrepared
+from mule.promise import run as promise_run
 
 Scenario: TypeAlias = dict[str, Any]
 Obs: TypeAlias = dict[str, Any]

@@ -17,13 +17,17 @@ from pathlib import Path
 import anyio
 
 import mule.promise as promise
-from mule.pi._assistant_events import AssistantMessageEvent
-from mule.pi._content import TextContent, ToolCall
-from mule.pi._context import StreamOptions, Tool
-from mule.pi._event_stream import AssistantMessageEventStream
-from mule.pi._messages import Message
-from mule.pi._model import Model
-from mule.pi._transcript import TranscriptContext
+from mule.pi import (
+    AssistantMessageEvent,
+    AssistantMessageEventStream,
+    Message,
+    Model,
+    StreamOptions,
+    TextContent,
+    Tool,
+    ToolCall,
+    TranscriptContext,
+)
 from mule.testing.crash import MODEL, RETRY, SYSTEM, ScenarioModel, scenario_tools
 
 Point = Callable[[str, object], None]

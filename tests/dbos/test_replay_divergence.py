@@ -1,4 +1,8 @@
-"""A replay that asks for another kind of step than was recorded fails loudly, never reuses it."""
+"""A replay that asks for another kind of step than was recorded fails loudly, never reuses it.
+
+Tests the private rule `mule.dbos._workflow._Durable.replayed`: a recorded step is reused only for a
+step of its own kind (`MODEL_STEP`, `TOOL_STEP`).
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,8 @@
-"""The crash matrix (mule.testing.crash) against the PostgreSQL run store."""
+"""The crash matrix (mule.testing.crash) against the PostgreSQL run store.
+
+Also tests the private rule `mule.dbos._store.StepRecord`: of two writers of one step, the first
+stands.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from mule.dbos import PgStore, StoreError
-from mule.pi._messages import UserMessage
+from mule.pi import UserMessage
 from mule.testing.crash import CrashLab, check_case
 
 pytestmark = pytest.mark.slow

@@ -13,11 +13,9 @@ import anyio
 import pytest
 
 import mule.promise as promise
-from mule.dbos import MuleDBOSClient
-from mule.dbos._store import StoredEvent
-from mule.effects import INTERRUPTED_UNSAFE, event_to_record, to_wire
-from mule.effects._lifecycle import MuleEvent
-from mule.pi._messages import UserMessage
+from mule.dbos import MuleDBOSClient, StoredEvent
+from mule.effects import INTERRUPTED_UNSAFE, MuleEvent, event_to_record, to_wire
+from mule.pi import UserMessage
 from mule.testing.crash import FINAL_TEXT, PROMPT, CrashCase, check_case
 from tests.dbos import agents
 from tests.dbos.conftest import WorkerProc
@@ -57,8 +55,7 @@ def test_a_run_completes_through_a_worker(client: MuleDBOSClient, pause_dir: Pat
 
 def committed_before(case: CrashCase, logged: list[StoredEvent]) -> None:
     """Fill the case's committed messages and tool results from events logged before a kill."""
-    from mule.pi._codec import from_wire
-    from mule.pi._messages import SUCCESS_STOP_REASONS, AssistantMessage, Message
+    from mule.pi import SUCCESS_STOP_REASONS, AssistantMessage, Message, from_wire
 
     for ev in logged:
         body = ev.body

@@ -17,7 +17,7 @@ from pathlib import Path
 from dbos import DBOS
 
 from mule.dbos import AgentFactory, DurableRun, ListenerFactory, launch_worker, register_agent
-from mule.pi._messages import Message
+from mule.pi import Message
 from mule.promise import MulePromiseListener, MuleRunInput
 from tests.dbos import agents
 

@@ -19,8 +19,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from mule.effects import RunEnd
-from mule.pirc import Bridge, BridgeConfig, LineFramer
-from mule.pirc._framing import FrameStats
+from mule.pirc import Bridge, BridgeConfig, FrameStats, LineFramer
 from tests.fuzz.budget import fuzz_settings, tally
 
 pytestmark = pytest.mark.slow  # a few seconds of examples each

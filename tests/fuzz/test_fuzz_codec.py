@@ -14,8 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from mule.effects import MULE_CODEC, event_from_record, event_to_record
-from mule.pi import PI_CODEC, Usage, WireError
-from mule.pi._messages import AssistantMessage, Message
+from mule.pi import PI_CODEC, AssistantMessage, Message, Usage, WireError
 from mule.testing import effects_strategies as es
 from mule.testing import strategies as ps
 from tests.fuzz.budget import fuzz_settings, tally

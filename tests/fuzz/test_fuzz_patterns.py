@@ -18,9 +18,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mule.pi import ToolArgumentsError, ToolSchemaError, validate_tool_arguments
-from mule.pi._content import ToolCall
-from mule.pi._context import Tool
+from mule.pi import Tool, ToolArgumentsError, ToolCall, ToolSchemaError, validate_tool_arguments
 from tests.fuzz.budget import fuzz_settings, longest, tally
 
 pytestmark = pytest.mark.slow

@@ -24,10 +24,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import mule.promise as promise
-from mule.effects import MULE_CODEC, MuleEvent
-from mule.effects._lifecycle import MessageEnd
-from mule.pi import AbortSignal, StreamOptions, UserMessage
-from mule.pi._messages import Message
+from mule.effects import MULE_CODEC, MessageEnd, MuleEvent
+from mule.pi import AbortSignal, Message, StreamOptions, UserMessage
 from mule.testing.fake_anthropic import Reply, Stall, serve_script
 from mule.testing.vendor_streams import VENDORS, standard
 from tests.fuzz.budget import fuzz_settings, tally

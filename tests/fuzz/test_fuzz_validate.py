@@ -14,9 +14,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mule.pi import ToolArgumentsError, ToolSchemaError, ToolValidator, validate_tool_arguments
-from mule.pi._content import ToolCall
-from mule.pi._context import Tool
+from mule.pi import (
+    Tool,
+    ToolArgumentsError,
+    ToolCall,
+    ToolSchemaError,
+    ToolValidator,
+    validate_tool_arguments,
+)
 from tests.fuzz.budget import fuzz_settings, tally
 from tests.fuzz.hostile import depths, json_values, nested
 

@@ -9,11 +9,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mule.effects import MuleResume
-from mule.effects._lifecycle import MuleEvent
+from mule.effects import MuleEvent, MuleResume
 from mule.journal import Journal
-from mule.pi import AbortSignal
-from mule.pi._messages import Message
+from mule.pi import AbortSignal, Message
 from mule.testing.crash import CrashLab, check_case
 
 pytestmark = pytest.mark.slow

@@ -4,6 +4,8 @@ Every open or read failure is a `JournalError` with a message naming the file an
 (corrupted, truncated, foreign, newer-schema files; damaged records); version-1 files (no stored
 schema version) are migrated; two concurrent resumes of one run through the library API: one
 runs, the other fails typed before it starts, and every unsafe tool runs once.
+
+The migrated file's version is the private rule `mule.journal._schema.SCHEMA_VERSION`.
 """
 
 from __future__ import annotations
@@ -20,11 +22,10 @@ import anyio
 import pytest
 
 import mule.promise as promise
-from mule.effects._lifecycle import MessageEnd, MuleEvent
+from mule.effects import MessageEnd, MuleEvent
 from mule.journal import Journal, JournalError
 from mule.journal._schema import SCHEMA_VERSION
-from mule.pi._content import ToolCall
-from mule.pi._messages import AssistantMessage, Message
+from mule.pi import AssistantMessage, Message, ToolCall
 from mule.testing.crash import (
     MODEL,
     RETRY,

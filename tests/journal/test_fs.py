@@ -18,9 +18,8 @@ import pytest
 
 import mule.promise as promise
 from mule.journal import Journal, JournalError
-from mule.pi import Model
-from mule.pi._messages import UserMessage
-from mule.pi._scripted import ScriptedModel, Text, reply
+from mule.pi import Model, UserMessage
+from mule.pi.scripted import ScriptedModel, Text, reply
 
 MODEL = Model(id="m", name="M", api="scripted", provider="p", base_url="")
 USER = UserMessage("go", 1)

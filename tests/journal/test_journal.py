@@ -20,30 +20,37 @@ from returns.result import Result, Success
 import mule.promise as promise
 from mule.effects import (
     INTERRUPTED_UNSAFE,
+    MessageEnd,
     MuleCallPreparation,
+    MuleError,
+    MuleEvent,
     MulePortsInput,
     MuleResume,
     MuleToolDeclaration,
+    MuleToolExecutionPart,
     MuleToolPrepared,
+    MuleToolResult,
     Ports,
     PreparePort,
-)
-from mule.effects import run as effects_run
-from mule.effects._errors import MuleError
-from mule.effects._lifecycle import MessageEnd, MuleEvent, ToolExecutionStart
-from mule.effects._tools import (
-    MuleToolExecutionPart,
-    MuleToolResult,
     ToolCompleted,
+    ToolExecutionStart,
     ToolPending,
     ToolStarted,
 )
+from mule.effects import run as effects_run
 from mule.journal import Journal, JournalError
-from mule.pi import AbortController, AbortSignal
-from mule.pi._content import TextContent, ToolCall
-from mule.pi._context import Tool
-from mule.pi._messages import AssistantMessage, Message, ToolResultMessage, UserMessage
-from mule.pi._scripted import Call, ScriptedModel, Text, error_reply, reply
+from mule.pi import (
+    AbortController,
+    AbortSignal,
+    AssistantMessage,
+    Message,
+    TextContent,
+    Tool,
+    ToolCall,
+    ToolResultMessage,
+    UserMessage,
+)
+from mule.pi.scripted import Call, ScriptedModel, Text, error_reply, reply
 from mule.testing.crash import (
     FINAL_TEXT,
     MODEL,

@@ -7,8 +7,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from mule.pirc import BridgeConfig
-from mule.pirc._config import default_pi_executable
+from mule.pirc import BridgeConfig, default_pi_executable
 
 HERE = Path(__file__).parent
 PI_CURRENT = default_pi_executable()

@@ -4,6 +4,9 @@
 (pi writes it twice) and scans brackets with `find` on long lines. These tests hold it to
 json.loads: the same value (keys in the same order) for every line json.loads decodes, and a
 `LineError` for every line it refuses, deep or not JSON.
+
+Tests the private rules of `mule.pirc._framing`: `_decode_compact`, `_openings_exceed` and
+`nesting_exceeds` (at `DEFAULT_DEPTH`).
 """
 
 from __future__ import annotations

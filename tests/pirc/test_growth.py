@@ -6,6 +6,8 @@ whole streams: pi's own output, and drawn streams whose responses grow, change e
 split escaped surrogate pairs across lines, or arrive damaged. Every line gives json.loads's
 value (keys in order) or a `LineError` exactly when json.loads fails or mule refuses the depth,
 and no record handed out earlier changes afterwards.
+
+Lines too deep to decode are skipped by the private rule `mule.pirc._framing.nesting_exceeds`.
 """
 
 from __future__ import annotations

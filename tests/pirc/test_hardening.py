@@ -2,6 +2,8 @@
 
 Each test reproduces a defect that once hung or crashed the bridge; each wait is bounded by
 `anyio.fail_after`, so a regression fails instead of hanging.
+
+Also tests the private rule `mule.pirc._framing.nesting_exceeds`.
 """
 
 from __future__ import annotations
@@ -24,8 +26,9 @@ from mule.pirc import (
     LineError,
     WriteTimeout,
     decode_line,
+    parse_record,
 )
-from mule.pirc._framing import nesting_exceeds, parse_record
+from mule.pirc._framing import nesting_exceeds
 from tests.pirc.helpers import assert_reaped
 
 FAKE = str(Path(__file__).parent / "fake_pi.py")

@@ -1,4 +1,8 @@
-"""The job state machine: a prompt is done at the last agent_end that no retry follows."""
+"""The job state machine: a prompt is done at the last agent_end that no retry follows.
+
+Tests the private rule `mule.pirc._job.step` (the job machine: `JobState`, its inputs and actions)
+on recorded pi output.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from mule.pi._messages import AssistantMessage, Usage
+from mule.pi import AssistantMessage, Usage
+from mule.pirc import EventMapper
 from mule.pirc._job import (
     AbortRequested,
     Accepted,
@@ -28,7 +33,6 @@ from mule.pirc._job import (
     job_input,
     step,
 )
-from mule.pirc._mapper import EventMapper
 
 RECORDED = Path(__file__).parent / "recorded"
 # Records pi writes synchronously after an agent_end, before it reads stdin again.

@@ -1,4 +1,7 @@
-"""EventMapper: pi's recorded events become mule events with causal identities (section 5.2)."""
+"""EventMapper: pi's recorded events become mule events with causal identities (section 5.2).
+
+A partial is checked against the private rule `mule.pirc._mapper.WirePartial`.
+"""
 
 from __future__ import annotations
 

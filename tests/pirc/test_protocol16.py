@@ -2,6 +2,9 @@
 
 Deltas only on `message_update` (the bridge builds the response so far), `agent_settled` ends a
 run, prompt answers carry a `disposition`, and new events and commands are typed.
+
+Tests the private rules `mule.pirc._job.step` (the job machine) and
+`mule.pirc._session_data.disposition_of` on pi 1.6.0's records.
 """
 
 from __future__ import annotations
@@ -41,13 +44,17 @@ from mule.pirc import (
     ClearedQueue,
     EntryAppended,
     EventMapper,
+    LineDecoder,
     OtherPiEvent,
     QueueUpdate,
     SessionEntries,
     SessionTree,
+    StreamedDelta,
     SummarizationRetryAttemptStart,
     SummarizationRetryFinished,
     SummarizationRetryScheduled,
+    TreeNode,
+    delta_record,
 )
 from mule.pirc._job import (
     Accepted,
@@ -64,7 +71,7 @@ from mule.pirc._job import (
     job_input,
     step,
 )
-from mule.pirc._session_data import TreeNode, disposition_of
+from mule.pirc._session_data import disposition_of
 
 RECORDED = Path(__file__).parent / "recorded" / "pi-1.6.0"
 ALL = sorted(RECORDED.glob("*.jsonl"))
@@ -200,6 +207,43 @@ def test_every_delta_is_an_update_whose_partial_ends_as_message_end(path: Path) 
                 checked += 1
     if any(r.get("type") == "message_update" for r in records(path.stem)):
         assert checked > 0
+
+
+@pytest.mark.parametrize("path", ALL, ids=[p.stem for p in ALL])
+def test_the_bridge_maps_a_delta_from_its_parts_as_from_its_record(path: Path) -> None:
+    """`LineDecoder.read` + `EventMapper.delta` (the bridge's) make what json.loads + map make."""
+    by_record, by_parts = EventMapper(), EventMapper()
+    by_record.begin()
+    by_parts.begin()
+    read = LineDecoder().read
+    parts = 0
+    for line in path.read_bytes().splitlines():
+        rec = json.loads(line)
+        if rec["type"] == "response":
+            continue
+        got = read(line)
+        assert got is not None
+        if isinstance(got, tuple):
+            parts += 1
+            assert delta_record(got) == rec
+            assert [by_parts.delta(got)] == by_record.map(rec), rec
+        else:
+            assert by_parts.map(got) == by_record.map(rec), rec
+    if any(b'_delta"' in line for line in path.read_bytes().splitlines()):
+        assert parts > 0
+
+
+def test_a_delta_out_of_place_maps_as_its_record() -> None:
+    """A delta with no assistant message streaming is passed on raw, as `map` passes its record."""
+    parts: StreamedDelta = ("text_delta", 0, "hi", {"input": 1})
+    for begun in (False, True):
+        by_record, by_parts = EventMapper(), EventMapper()
+        if begun:
+            by_record.begin()
+            by_parts.begin()
+        got = by_parts.delta(parts)
+        assert isinstance(got, OtherPiEvent)
+        assert [got] == by_record.map(delta_record(parts))
 
 
 def _block(b: object) -> object:

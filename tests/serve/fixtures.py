@@ -1,4 +1,8 @@
-"""A real uvicorn server for `mule.serve` tests, in a thread on 127.0.0.1, and its clients."""
+"""A real uvicorn server for `mule.serve` tests, in a thread on 127.0.0.1, and its clients.
+
+The server is bound and configured by the private rules `mule.serve._app.bind_socket` and
+`mule.serve._app.uvicorn_config`, as `mule serve` does.
+"""
 
 from __future__ import annotations
 

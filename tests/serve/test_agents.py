@@ -2,6 +2,8 @@
 
 A client names an agent, never a path: the profile's model, prompt, tools, extensions and
 skills are the owner's, and only the settings it leaves overridable can be changed per job.
+
+Settings are prepared by the private rule `mule.serve._cli.prepare`, as `mule serve` does.
 """
 
 from __future__ import annotations
@@ -15,8 +17,8 @@ from typing import Any
 import pytest
 
 from mule.pirc import BridgeConfig
-from mule.serve import AgentProfile, ServerConfig, SetupError
-from mule.serve._cli import build_parser, prepare
+from mule.serve import AgentProfile, ServerConfig, SetupError, build_parser
+from mule.serve._cli import prepare
 from mule.testing.fake_openai import FakeOpenAI, chat_text
 from tests.pirc.helpers import PI, PI_CURRENT, make_home
 from tests.pirc.helpers import config as pi_config

@@ -4,6 +4,8 @@ Per-job authorisation, hostile JSON, the Origin check, and the token kept out of
 
 Jobs here fail at once (no pi executable): enough to own, list, grant and cancel them. The
 dialog case, which needs a live pi, is in test_live.py.
+
+The body bound is the private rule `mule.serve._auth.MAX_BODY_BYTES`.
 """
 
 from __future__ import annotations

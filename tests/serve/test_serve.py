@@ -2,6 +2,9 @@
 
 The HTTP and WebSocket tests run a REAL uvicorn on 127.0.0.1 (in a thread) and talk to it with
 httpx and the `websockets` client. Tests that start pi are in test_live.py.
+
+Also tests the private rules `mule.serve._jobs.job_config` and `mule.serve._wire`'s frames
+(`encode_event`, `control`, `bridge_event_to_wire`).
 """
 
 from __future__ import annotations
@@ -21,11 +24,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mule.effects._identity import MuleIdentity
-from mule.effects._lifecycle import MessageUpdate
-from mule.pi._assistant_events import TextDeltaEvent
-from mule.pi._content import TextContent
-from mule.pi._messages import ZERO_USAGE, AssistantMessage
+from mule.effects import MessageUpdate, MuleIdentity
+from mule.pi import ZERO_USAGE, AssistantMessage, TextContent, TextDeltaEvent
 from mule.pirc import (
     AgentEnd,
     AgentSettled,
@@ -38,8 +38,15 @@ from mule.pirc import (
     SummarizationRetryFinished,
     SummarizationRetryScheduled,
 )
-from mule.serve import CLOSE_UNAUTHORIZED, ClientQueue, ServerConfig, is_loopback, main
-from mule.serve._jobs import JobRequestError, job_config
+from mule.serve import (
+    CLOSE_UNAUTHORIZED,
+    ClientQueue,
+    JobRequestError,
+    ServerConfig,
+    is_loopback,
+    main,
+)
+from mule.serve._jobs import job_config
 from mule.serve._wire import Frame, bridge_event_to_wire, control, encode_event
 from tests.pirc.helpers import pi_available
 from tests.serve.fixtures import (

@@ -2,6 +2,9 @@
 
 Real processes throughout: a stand-in `pi` is a real executable script, and the real pi's
 `--version` is run where it is installed.
+
+Tests the private rules of `mule.serve._setup` (`model_setup`, `make_agent_dir`, `find_pi`,
+`check_pi`) and `mule.serve._cli.prepare`.
 """
 
 from __future__ import annotations
@@ -17,8 +20,8 @@ from typing import Any
 import pytest
 
 from mule.pirc import project_pi
-from mule.serve import PI_INSTALL, ServerConfig, SetupError, child_environment, main
-from mule.serve._cli import build_parser, prepare
+from mule.serve import PI_INSTALL, ServerConfig, SetupError, build_parser, child_environment, main
+from mule.serve._cli import prepare
 from mule.serve._setup import check_pi, find_pi, make_agent_dir, model_setup
 from tests.pirc.helpers import PI, PI_CURRENT, PI_LEGACY, PI_SCRIPT, pi_available
 from tests.pirc.old_node import OLD_NODE

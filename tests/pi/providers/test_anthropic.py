@@ -1,4 +1,9 @@
-"""The anthropic-messages provider against a real local HTTP server speaking Anthropic's SSE."""
+"""The anthropic-messages provider against a real local HTTP server speaking Anthropic's SSE.
+
+Tests the private rules of `mule.pi.providers._anthropic` (`stream_anthropic`,
+`stream_simple_anthropic`, `build_params`, its version header and redacted-thinking placeholder) and
+`mule.pi._partial_json`'s `repair_json` and `parse_json_with_repair` on Anthropic's tool input.
+"""
 
 from __future__ import annotations
 
@@ -12,22 +17,32 @@ from attrs import evolve
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mule.pi import AbortController
-from mule.pi._assistant_events import (
+from mule.pi import (
+    ZERO_USAGE,
+    AbortController,
+    AssistantMessage,
     AssistantMessageEvent,
+    Context,
     DoneEvent,
     ErrorEvent,
+    ImageContent,
+    Model,
+    ModelCost,
+    StreamOptions,
+    TextContent,
     TextDeltaEvent,
+    ThinkingContent,
     ThinkingEndEvent,
     ThinkingStartEvent,
+    Tool,
+    ToolCall,
     ToolCallDeltaEvent,
     ToolCallEndEvent,
+    ToolResultMessage,
+    UserMessage,
 )
-from mule.pi._content import ImageContent, TextContent, ThinkingContent, ToolCall
-from mule.pi._context import Context, StreamOptions, Tool
-from mule.pi._messages import ZERO_USAGE, AssistantMessage, ToolResultMessage, UserMessage
-from mule.pi._model import Model, ModelCost
 from mule.pi._partial_json import parse_json_with_repair, repair_json
+from mule.pi.providers import ProviderSetupError, retry_after_ms
 from mule.pi.providers._anthropic import (
     ANTHROPIC_VERSION,
     REDACTED_THINKING_PLACEHOLDER,
@@ -36,7 +51,6 @@ from mule.pi.providers._anthropic import (
     stream_anthropic,
     stream_simple_anthropic,
 )
-from mule.pi.providers._simple import ProviderSetupError, retry_after_ms
 from mule.testing.fake_anthropic import (
     Drop,
     Event,

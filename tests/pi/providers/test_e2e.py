@@ -21,11 +21,7 @@ from attrs import frozen
 import mule
 import mule.pi
 from mule.effects import MuleEvent
-from mule.pi import AbortSignal
-from mule.pi._content import TextContent
-from mule.pi._context import StreamOptions
-from mule.pi._messages import AssistantMessage, UserMessage
-from mule.pi._model import Model
+from mule.pi import AbortSignal, AssistantMessage, Model, StreamOptions, TextContent, UserMessage
 from mule.testing import fake_anthropic as fa
 from mule.testing import fake_google as fg
 from mule.testing import fake_openai as fo

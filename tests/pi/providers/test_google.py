@@ -1,4 +1,8 @@
-"""The google-generative-ai provider against a real local HTTP server speaking Gemini's SSE."""
+"""The google-generative-ai provider against a real local HTTP server speaking Gemini's SSE.
+
+Tests the private rules of `mule.pi.providers._google`: `stream_google`, `stream_simple_google` and
+`build_body`.
+"""
 
 from __future__ import annotations
 
@@ -8,25 +12,34 @@ from typing import Any
 import anyio
 import pytest
 
-from mule.pi import AbortController
-from mule.pi._assistant_events import (
+from mule.pi import (
+    ZERO_USAGE,
+    AbortController,
+    AssistantMessage,
     AssistantMessageEvent,
+    Context,
     DoneEvent,
     ErrorEvent,
+    Model,
+    ModelCost,
+    StreamOptions,
+    TextContent,
+    ThinkingBudgets,
+    ThinkingContent,
+    Tool,
+    ToolCall,
     ToolCallEndEvent,
     ToolCallStartEvent,
+    ToolResultMessage,
+    UserMessage,
 )
-from mule.pi._content import TextContent, ThinkingContent, ToolCall
-from mule.pi._context import Context, StreamOptions, ThinkingBudgets, Tool
-from mule.pi._messages import ZERO_USAGE, AssistantMessage, ToolResultMessage, UserMessage
-from mule.pi._model import Model, ModelCost
+from mule.pi.providers import ProviderSetupError, retry_after_ms
 from mule.pi.providers._google import (
     GoogleOptions,
     build_body,
     stream_google,
     stream_simple_google,
 )
-from mule.pi.providers._simple import ProviderSetupError, retry_after_ms
 from mule.testing.fake_google import (
     Chunk,
     Drop,

@@ -1,4 +1,9 @@
-"""The openai-completions provider and the shared provider plumbing, against a real local server."""
+"""The openai-completions provider and the shared provider plumbing, against a real local server.
+
+Also tests the private rules `mule.pi.providers._simple.reasoning_effort` and
+`adjust_max_tokens_for_thinking`, and `mule.pi.providers._transport`'s `parse_retry_after` and
+`status_error_message`.
+"""
 
 from __future__ import annotations
 
@@ -16,35 +21,43 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mule.pi import AbortController, AbortSignal
-from mule.pi._assistant_events import AssistantMessageEvent, DoneEvent, ErrorEvent
-from mule.pi._content import ImageContent, TextContent, ThinkingContent, ToolCall
-from mule.pi._context import Context, ProviderResponse, StreamOptions, Tool
-from mule.pi._event_stream import AssistantMessageEventStream
-from mule.pi._json import JsonValue, stringify
-from mule.pi._messages import (
+from mule.pi import (
     ZERO_USAGE,
+    AbortController,
+    AbortSignal,
     AssistantMessage,
+    AssistantMessageEvent,
+    AssistantMessageEventStream,
+    Context,
+    DoneEvent,
+    ErrorEvent,
+    ImageContent,
+    JsonValue,
+    Model,
+    ModelCost,
+    ProviderResponse,
+    StreamOptions,
     SystemMessage,
+    TextContent,
+    ThinkingContent,
+    Tool,
+    ToolCall,
+    ToolReference,
     ToolResultMessage,
+    TranscriptContext,
     UserMessage,
+    stringify,
 )
-from mule.pi._model import Model, ModelCost
-from mule.pi._tool import ToolReference
-from mule.pi._transcript import TranscriptContext
 from mule.pi.providers import (
     ProviderSetupError,
+    clamp_thinking_level,
     env_api_key,
     register_provider,
     retry_after_ms,
     stream_simple,
     unregister_provider,
 )
-from mule.pi.providers._simple import (
-    adjust_max_tokens_for_thinking,
-    clamp_thinking_level,
-    reasoning_effort,
-)
+from mule.pi.providers._simple import adjust_max_tokens_for_thinking, reasoning_effort
 from mule.pi.providers._transport import parse_retry_after, status_error_message
 from mule.testing.fake_openai import (
     FakeOpenAI,

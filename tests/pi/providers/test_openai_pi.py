@@ -10,11 +10,16 @@ from typing import Any
 import anyio
 import pytest
 
-from mule.pi._assistant_events import DoneEvent, ErrorEvent
-from mule.pi._codec import to_wire
-from mule.pi._context import Context, StreamOptions
-from mule.pi._messages import UserMessage
-from mule.pi._model import Model, ModelCost
+from mule.pi import (
+    Context,
+    DoneEvent,
+    ErrorEvent,
+    Model,
+    ModelCost,
+    StreamOptions,
+    UserMessage,
+    to_wire,
+)
 from mule.pi.providers import stream_simple
 from mule.testing.fake_openai import (
     FakeOpenAI,
@@ -26,7 +31,7 @@ from mule.testing.fake_openai import (
     responses_usage,
     tool_call,
 )
-from tests.test_codec import key_order
+from tests.pi.test_codec import key_order
 
 PI_AI = Path(__file__).parents[3] / "node" / "node_modules" / "@earendil-works" / "pi-ai"
 
@@ -118,7 +123,7 @@ def _model(api: str, base_url: str) -> Model:
     )
 
 
-def _comparable(message: dict[str, Any]) -> dict[str, Any]:
+def comparable(message: dict[str, Any]) -> dict[str, Any]:
     # Clocks differ; diagnostics are mule's addition (Pi records none).
     assert type(message["durationMs"]) is int
     return {k: v for k, v in message.items() if k not in ("timestamp", "durationMs", "diagnostics")}
@@ -161,10 +166,10 @@ async def test_mule_matches_pi_on_the_same_replies() -> None:
             assert isinstance(last, DoneEvent | ErrorEvent)
             final = last.message if isinstance(last, DoneEvent) else last.error
             pi = pi_results[i]
-            mine = _comparable(to_wire(final))
+            mine = comparable(to_wire(final))
             assert [e.type for e in events] == pi["types"], (i, api)
             if events[0].type == "start":
                 assert events[0].partial.stop_reason == pi["startStop"] == "pending"
-            assert mine == _comparable(pi["message"]), (i, api)
-            assert key_order(mine) == key_order(_comparable(pi["message"])), (i, api)
+            assert mine == comparable(pi["message"]), (i, api)
+            assert key_order(mine) == key_order(comparable(pi["message"])), (i, api)
         assert [r["body"] for r in fake.requests] == pi_bodies

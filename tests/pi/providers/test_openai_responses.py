@@ -1,4 +1,7 @@
-"""The openai-responses provider, Pi's transcript rewriting, and the fake server as a process."""
+"""The openai-responses provider, Pi's transcript rewriting, and the fake server as a process.
+
+Also tests the private rule `mule.pi.providers._transform.sanitize_surrogates`.
+"""
 
 from __future__ import annotations
 
@@ -13,18 +16,25 @@ import anyio
 import httpx
 import pytest
 
-from mule.pi._assistant_events import AssistantMessageEvent, DoneEvent, ErrorEvent
-from mule.pi._content import ImageContent, TextContent, ThinkingContent, ToolCall
-from mule.pi._context import Context, StreamOptions
-from mule.pi._event_stream import AssistantMessageEventStream
-from mule.pi._messages import (
+from mule.pi import (
     ZERO_USAGE,
     AssistantMessage,
+    AssistantMessageEvent,
+    AssistantMessageEventStream,
+    Context,
+    DoneEvent,
+    ErrorEvent,
+    ImageContent,
     Message,
+    Model,
+    ModelCost,
+    StreamOptions,
+    TextContent,
+    ThinkingContent,
+    ToolCall,
     ToolResultMessage,
     UserMessage,
 )
-from mule.pi._model import Model, ModelCost
 from mule.pi.providers import stream_simple, transform_messages
 from mule.pi.providers._transform import sanitize_surrogates
 from mule.testing.fake_openai import (

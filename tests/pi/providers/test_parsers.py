@@ -17,8 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mule.pi import AssistantMessageEvent, DoneEvent, ErrorEvent, from_wire, to_wire
-from mule.pi.providers._frames import NdjsonDecoder, SseDecoder
-from mule.pi.providers._parser import ProviderError
+from mule.pi.providers import NdjsonDecoder, ProviderError, SseDecoder
 from mule.testing.vendor_streams import VENDORS, Recording, frames, replay, standard
 
 json_values = st.recursive(

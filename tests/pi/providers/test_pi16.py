@@ -14,18 +14,31 @@ from typing import Any
 import anyio
 import pytest
 
-from mule.pi._assistant_events import DoneEvent, ErrorEvent
-from mule.pi._codec import to_wire
-from mule.pi._content import ImageContent, TextContent, ThinkingContent, ToolCall
-from mule.pi._context import Context, StreamOptions, Tool
-from mule.pi._messages import AssistantMessage, ToolResultMessage, Usage, UserMessage
-from mule.pi._model import Model, ModelCost, ThinkingLevel
+from mule.pi import (
+    AssistantMessage,
+    Context,
+    DoneEvent,
+    ErrorEvent,
+    ImageContent,
+    Model,
+    ModelCost,
+    StreamOptions,
+    TextContent,
+    ThinkingContent,
+    ThinkingLevel,
+    Tool,
+    ToolCall,
+    ToolResultMessage,
+    Usage,
+    UserMessage,
+    to_wire,
+)
 from mule.pi.providers import stream_simple
 from mule.testing import fake_anthropic as fa
 from mule.testing import fake_google as fg
 from mule.testing.fake_openai import FakeOpenAI, chat_text, responses_text
-from tests.pi.providers.test_openai_pi import NODE_SCRIPT, PI_AI, _comparable  # one script
-from tests.test_codec import key_order
+from tests.pi.providers.test_openai_pi import NODE_SCRIPT, PI_AI, comparable  # one script
+from tests.pi.test_codec import key_order
 
 ANTHROPIC: list[fa.Reply] = [
     fa.sse_reply(
@@ -125,12 +138,12 @@ async def _run(api: str, replies: list[fa.Reply], key: str) -> None:
             assert isinstance(last, DoneEvent | ErrorEvent)
             final = last.message if isinstance(last, DoneEvent) else last.error
             pi = pi_results[i]
-            mine = _comparable(to_wire(final))
+            mine = comparable(to_wire(final))
             assert [e.type for e in events] == pi["types"], i
             if events[0].type == "start":
                 assert events[0].partial.stop_reason == pi["startStop"] == "pending"
-            assert mine == _comparable(pi["message"]), i
-            assert key_order(mine) == key_order(_comparable(pi["message"])), i  # Pi's key order
+            assert mine == comparable(pi["message"]), i
+            assert key_order(mine) == key_order(comparable(pi["message"])), i  # Pi's key order
         assert _bodies(server) == pi_bodies
 
 

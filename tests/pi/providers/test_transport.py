@@ -1,4 +1,8 @@
-"""The shared transport on its own: framings, bounds and content types, over real HTTP."""
+"""The shared transport on its own: framings, bounds and content types, over real HTTP.
+
+Tests the private rules `mule.pi.providers._parser.decode_object` and the event bound as the
+transport reads it, `mule.pi.providers._transport.MAX_EVENT_CHARS`.
+"""
 
 from __future__ import annotations
 
@@ -14,9 +18,8 @@ from mule.pi import (
     Model,
     StreamOptions,
 )
-from mule.pi.providers import _frames
-from mule.pi.providers._parser import StreamParser, decode_object
-from mule.pi.providers._transport import HttpRequest, provider_stream
+from mule.pi.providers import HttpRequest, StreamParser, _transport, provider_stream
+from mule.pi.providers._parser import decode_object
 from mule.testing.fake_anthropic import Reply, serve_script
 
 pytestmark = pytest.mark.anyio
@@ -98,7 +101,7 @@ async def test_sse_body_needs_an_event_stream_content_type() -> None:
 
 async def test_an_oversized_event_fails_the_stream(monkeypatch: pytest.MonkeyPatch) -> None:
     """An event over the decoder's bound ends the stream with a typed error, content kept."""
-    monkeypatch.setattr(_frames, "MAX_EVENT_CHARS", 1000)
+    monkeypatch.setattr(_transport, "MAX_EVENT_CHARS", 1000)
     steps = (b'data: {"text": "kept"}\n\n', b"data: " + b"x" * 600, b"y" * 600)
     events = await _run(Reply(200, (("content-type", "text/event-stream"),), steps))
     last = events[-1]

@@ -1,0 +1,224 @@
+"""The pure step is total: any fact in any phase gives a typed answer, never an exception.
+
+Tests the private rules `mule.effects._transition.step` (with `PHASES`, `expects` and
+`stream_update`) and `mule.effects._checks.check_input`, over the facts of `mule.effects._protocol`
+in every phase of `mule.effects._state`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from attrs import evolve
+from hypothesis import given
+from hypothesis import strategies as st
+
+from mule.effects import (
+    MessageUpdate,
+    MuleError,
+    MuleIdentity,
+    MulePortsInput,
+    MuleRunOutcome,
+    MuleToolExecutionPart,
+    MuleToolRejection,
+    MuleToolResult,
+    RunEnd,
+)
+from mule.effects._checks import check_input
+from mule.effects._protocol import (
+    PULL_MODEL,
+    Began,
+    CancelRequested,
+    Fact,
+    Finish,
+    KeyResolved,
+    ListenerFailed,
+    MessagesAnswered,
+    RetryAfterAnswered,
+    Slept,
+    StopAnswered,
+    StreamExhausted,
+    StreamIdled,
+    StreamOpened,
+    ToolExhausted,
+    ToolPartArrived,
+    ToolPrepared,
+    WorkFailed,
+)
+from mule.effects._state import (
+    AwaitingRetryAfter,
+    AwaitingStop,
+    BackingOff,
+    NotStarted,
+    Over,
+    Phase,
+    Polling,
+    ResolvingKey,
+    Streaming,
+)
+from mule.effects._transition import (
+    PHASES as PHASE_TYPES,
+)
+from mule.effects._transition import (
+    expects,
+    initial_state,
+    step,
+    stream_update,
+)
+from mule.pi import (
+    BLOCK_EVENT_TYPES,
+    ZERO_USAGE,
+    AssistantMessage,
+    DoneEvent,
+    Model,
+    TextContent,
+    TextDeltaEvent,
+    UserMessage,
+)
+
+MODEL = Model(id="m", name="M", api="a", provider="p", base_url="")
+TURN = MuleIdentity("turn", "turn:1")
+MESSAGE = MuleIdentity("message", "message:2")
+GOOD = AssistantMessage(
+    content=(TextContent("x"),),
+    api="a",
+    provider="p",
+    model="m",
+    usage=ZERO_USAGE,
+    stop_reason="stop",
+    timestamp=1,
+)
+# What an untyped stream can push: a message whose usage no sum can add.
+BROKEN = evolve(GOOD, usage=None)  # type: ignore[arg-type]
+RESULT = MuleToolResult(content=(TextContent("r"),))
+
+PHASES: list[Phase] = [
+    NotStarted(),
+    Polling("steering"),
+    Polling("follow_up"),
+    ResolvingKey(1),
+    Streaming(1, TURN, MESSAGE, started=False),
+    Streaming(1, TURN, MESSAGE, started=True),
+    AwaitingRetryAfter(1, 10.0),
+    BackingOff(1),
+    AwaitingStop(more=False, message=GOOD, results=()),
+    Over(),
+]
+FACTS: list[Fact] = [
+    Began(5),
+    KeyResolved("k"),
+    StreamOpened(),
+    TextDeltaEvent(content_index=0, delta="d", partial=GOOD),
+    DoneEvent(reason="stop", message=GOOD),
+    DoneEvent(reason="stop", message=BROKEN),
+    StreamExhausted(),
+    StreamIdled(None, 7),
+    ToolPrepared(0, MuleToolRejection("no"), 1),
+    ToolPartArrived(0, MuleToolExecutionPart("result", RESULT), 1),
+    ToolExhausted(0),
+    MessagesAnswered(()),
+    StopAnswered(True),
+    RetryAfterAnswered(None),
+    Slept(),
+    WorkFailed(MuleError("tool", "t")),
+    CancelRequested("stop", 9),
+    ListenerFailed(MuleError("listener", "l")),
+]
+
+
+def _state(phase: Phase) -> Any:
+    inp = MulePortsInput(model=MODEL, system_prompt="s", messages=(UserMessage("hi", 1),))
+    cfg = check_input(inp).unwrap()
+    return evolve(initial_state(cfg, inp.messages), phase=phase, turn=TURN)
+
+
+@given(st.sampled_from(PHASES), st.sampled_from(FACTS))
+def test_any_fact_in_any_phase_is_answered_never_raised(phase: Phase, fact: Fact) -> None:
+    """Expected or not, a fact yields commands; a run that ends has one run_end, then Finish."""
+    state, commands = step(_state(phase), fact)
+    ends = [c for c in commands if isinstance(c, RunEnd)]
+    finishes = [c for c in commands if isinstance(c, Finish)]
+    assert len(ends) <= 1
+    assert len(finishes) <= 1
+    if finishes:
+        assert commands[-1] is finishes[0]
+        assert type(state.phase) is Over
+        result = finishes[0].result
+        assert isinstance(result.value_or(None), MuleRunOutcome) or isinstance(
+            finishes[0].error, MuleError
+        )
+    unexpected = type(phase) is not Over and not isinstance(fact, tuple(expects(type(phase))))
+    if unexpected:  # a fact the phase does not wait for ends the run, typed
+        assert [type(c) for c in commands] == [RunEnd, Finish]
+        assert finishes[0].error is not None
+        assert finishes[0].error.phase == "control"
+
+
+def test_a_broken_terminal_message_fails_the_run_typed() -> None:
+    """The step that would raise (usage None) ends the run: run_end(failed), MuleError(control)."""
+    _, commands = step(_state(Streaming(1, TURN, MESSAGE, started=True)), FACTS[5])
+    assert [type(c) for c in commands] == [RunEnd, Finish]
+    end, finish = commands
+    assert isinstance(end, RunEnd)
+    assert end.outcome == "failed"
+    assert isinstance(finish, Finish)
+    assert finish.error is not None
+    assert "AttributeError" in finish.error.message
+
+
+@given(st.sampled_from(PHASES), st.sampled_from(FACTS))
+def test_stream_update_is_exactly_steps_hot_path(phase: Phase, fact: Fact) -> None:
+    """The interpreter emits `stream_update`'s answer without a step: it must be step's own."""
+    state = _state(phase)
+    update = stream_update(state, fact)
+    if update is None:
+        return
+    after, commands = step(state, fact)
+    assert after is state
+    assert commands == (update, PULL_MODEL)
+    assert type(phase) is Streaming
+    assert phase.started
+
+
+@given(st.sampled_from(PHASES), st.sampled_from(FACTS))
+def test_stream_update_carries_the_ids_and_the_unbuilt_snapshot(phase: Phase, fact: Fact) -> None:
+    """A started message's block event becomes its update: its ids, the event, the lazy snapshot.
+
+    The interpreter emits exactly this per streamed delta; no other code makes one.
+    """
+    state = _state(phase)
+    update = stream_update(state, fact)
+    if type(phase) is not Streaming or not phase.started or type(fact) not in BLOCK_EVENT_TYPES:
+        assert update is None
+        return
+    assert type(update) is MessageUpdate
+    ids = (state.cfg.run, phase.turn, phase.message)
+    assert update == MessageUpdate(*ids, fact._partial, fact)  # type: ignore[union-attr, arg-type]
+    assert update._value is fact._partial  # type: ignore[union-attr]  # the snapshot, unbuilt
+
+
+def _doc_phase_table() -> dict[str, frozenset[str]]:
+    text = (Path(__file__).resolve().parents[2] / "docs" / "architecture.md").read_text()
+    section = text.split("## The phase table", 1)[1].split("\n## ", 1)[0]
+    rows: dict[str, frozenset[str]] = {}
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) >= 2 and cells[0].startswith("`"):
+            facts = cells[1].split(", ") if cells[1] else []
+            rows[cells[0].strip("`")] = frozenset(f.strip("`") for f in facts)
+    return rows
+
+
+def test_the_documented_phase_table_is_the_dispatch_table() -> None:
+    """docs/architecture.md's phase table lists exactly the facts `RULES` takes in each phase."""
+    anywhere = {"CancelRequested", "ListenerFailed", "WorkFailed"}
+    from_rules = {
+        p.__name__: frozenset(
+            f.__name__ for f in expects(p) if p is Over or f.__name__ not in anywhere
+        )
+        for p in PHASE_TYPES
+    }
+    assert _doc_phase_table() == from_rules
+    running = [p for p in PHASE_TYPES if p is not Over]
+    assert all({CancelRequested, ListenerFailed, WorkFailed} <= expects(p) for p in running)

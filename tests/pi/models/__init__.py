@@ -1,0 +1,1 @@
+"""Tests of mule.pi.models: the catalogue and custom models."""

@@ -1,0 +1,1 @@
+"""Tests of mule.promise: the facade that raises, and its tools and sync entry."""

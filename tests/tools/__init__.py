@@ -1,0 +1,1 @@
+"""Tests of mule.tools: the coding tools and their workspace."""
