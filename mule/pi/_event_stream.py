@@ -1,15 +1,19 @@
 """Pi's EventStream for assistant-message events, on anyio.
 
 Two ways to feed it: Pi's push style (`push` / `end`, from a task the producer runs itself), or
-a pull source (`AssistantMessageEventStream.from_source`), an async iterator that is advanced
-only when the consumer asks for the next event. The pull form needs no background task, so
-cancelling the consumer cancels the provider's I/O at once.
+a pull source, an async iterator that is advanced only when the consumer asks for more: of
+single events (`AssistantMessageEventStream.from_source`) or of batches, the events one network
+read produced (`from_batches`, as the providers' transport feeds it). The pull form needs no
+background task, so cancelling the consumer cancels the provider's I/O at once.
+
+Two ways to read it: one event at a time (`async for`), or a batch at a time (`next_batch()`),
+which costs one await per network read instead of one per event.
 """
 
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from typing import final
 
 import anyio
@@ -30,7 +34,15 @@ class IncompleteStreamError(Exception):
 class AssistantMessageEventStream:
     """A single-consumer async stream of assistant-message events with a final result."""
 
-    __slots__ = ("_done", "_queue", "_result", "_result_waiters", "_source", "_waiter")
+    __slots__ = (
+        "_batches",
+        "_done",
+        "_queue",
+        "_result",
+        "_result_waiters",
+        "_source",
+        "_waiter",
+    )
 
     def __init__(self) -> None:
         self._queue: deque[AssistantMessageEvent] = deque()
@@ -39,6 +51,7 @@ class AssistantMessageEventStream:
         self._waiter: anyio.Event | None = None
         self._result_waiters: list[anyio.Event] = []
         self._source: AsyncIterator[AssistantMessageEvent] | None = None
+        self._batches: AsyncIterator[Sequence[AssistantMessageEvent]] | None = None
 
     @classmethod
     def from_source(
@@ -47,6 +60,19 @@ class AssistantMessageEventStream:
         """Return a stream that pulls its events from `source` as the consumer iterates."""
         stream = cls()
         stream._source = source
+        return stream
+
+    @classmethod
+    def from_batches(
+        cls, source: AsyncIterator[Sequence[AssistantMessageEvent]]
+    ) -> AssistantMessageEventStream:
+        """Return a stream that pulls batches of events from `source` as the consumer asks.
+
+        Each batch is what one read of the source produced (one network read's events, say);
+        events after a terminal one are dropped, as `push` drops them.
+        """
+        stream = cls()
+        stream._batches = source
         return stream
 
     @property
@@ -102,44 +128,123 @@ class AssistantMessageEventStream:
             except StopAsyncIteration:
                 self._exhausted()
             else:
-                # (the await may have ended the stream: mypy cannot know)
-                if not (self._done or self._queue or self._waiter is not None):  # type: ignore[redundant-expr]
-                    kind = type(event)
-                    if kind is DoneEvent:
-                        self._finish(event.message)  # type: ignore[union-attr]
-                    elif kind is ErrorEvent:
-                        self._finish(event.error)  # type: ignore[union-attr]
+                if self._took(event):
                     return event
-                self.push(event)  # the stream changed meanwhile: queued, read below
         while True:
             if self._queue:
                 return self._queue.popleft()
             if self._done:
                 await self._close_source()
                 raise StopAsyncIteration
-            if self._source is not None:
+            if self._source is not None or self._batches is not None:
                 await self._pull()
                 continue
             waiter = self._waiter = anyio.Event()
             await waiter.wait()
 
+    async def next_batch(self) -> tuple[AssistantMessageEvent, ...]:
+        """Return the next events, in order, as one batch; an empty batch once it is over.
+
+        A batch is what one read of the source produced: a batch source's batch, one event of
+        a source of single events, everything queued in push style. A terminal event (done or
+        error) always comes in a batch of its own, so whoever reads batches has handled every
+        event before it when the terminal arrives. Mixing `next_batch` with `async for` is
+        fine: both read the same events once.
+        """
+        if not self._queue and not self._done:
+            # The pull forms' per-read paths: what `_pull` and `push` do, without the queue.
+            batches = self._batches
+            if batches is not None:
+                try:
+                    batch = await batches.__anext__()
+                except StopAsyncIteration:
+                    self._exhausted()
+                else:
+                    if batch and not (self._done or self._queue or self._waiter is not None):  # type: ignore[redundant-expr]
+                        for event in batch:
+                            kind = type(event)
+                            if kind is DoneEvent or kind is ErrorEvent:
+                                break  # a terminal comes alone: queued below, then split off
+                        else:
+                            return tuple(batch)
+                    for event in batch:
+                        self.push(event)
+            else:
+                source = self._source
+                if source is not None:
+                    try:
+                        event = await source.__anext__()
+                    except StopAsyncIteration:
+                        self._exhausted()
+                    else:
+                        if self._took(event):
+                            return (event,)
+        while True:
+            if self._queue:
+                return self._take()
+            if self._done:
+                await self._close_source()
+                return ()
+            if self._source is not None or self._batches is not None:
+                await self._pull()
+                continue
+            waiter = self._waiter = anyio.Event()
+            await waiter.wait()
+
+    def _took(self, event: AssistantMessageEvent) -> bool:
+        """Account for an event pulled on a per-read path; False: it was queued instead."""
+        # (the await that pulled it may have changed the stream: mypy cannot know)
+        if not (self._done or self._queue or self._waiter is not None):
+            kind = type(event)
+            if kind is DoneEvent:
+                self._finish(event.message)  # type: ignore[union-attr]
+            elif kind is ErrorEvent:
+                self._finish(event.error)  # type: ignore[union-attr]
+            return True
+        self.push(event)  # the stream changed meanwhile: queued, read from the queue
+        return False
+
+    def _take(self) -> tuple[AssistantMessageEvent, ...]:
+        """Take the queued events up to a terminal one, or the terminal alone."""
+        queue = self._queue
+        taken: list[AssistantMessageEvent] = []
+        while queue:
+            kind = type(queue[0])
+            if kind is DoneEvent or kind is ErrorEvent:
+                if not taken:
+                    taken.append(queue.popleft())
+                break
+            taken.append(queue.popleft())
+        return tuple(taken)
+
     def _exhausted(self) -> None:
-        """Account for the end of the source, awaited by `__anext__`'s per-event path."""
+        """Account for the end of the source, met on a per-read path."""
         self._source = None
+        self._batches = None
         self.end()
 
     async def _pull(self) -> None:
+        batches = self._batches
+        if batches is not None:
+            try:
+                batch = await batches.__anext__()
+            except StopAsyncIteration:
+                self._exhausted()
+                return
+            for event in batch:
+                self.push(event)
+            return
         assert self._source is not None
         try:
             event = await self._source.__anext__()
         except StopAsyncIteration:
-            self._source = None
-            self.end()
+            self._exhausted()
             return
         self.push(event)
 
     async def _close_source(self) -> None:
-        source, self._source = self._source, None
+        source: object = self._source if self._source is not None else self._batches
+        self._source = self._batches = None
         aclose = getattr(source, "aclose", None)
         if aclose is not None:
             await aclose()
@@ -156,7 +261,7 @@ class AssistantMessageEventStream:
         while self._result is None:
             if self._done:
                 raise IncompleteStreamError("the stream ended without a done or error event")
-            if self._source is not None:
+            if self._source is not None or self._batches is not None:
                 await self._pull()
                 continue
             waiter = anyio.Event()

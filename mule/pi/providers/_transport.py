@@ -6,9 +6,10 @@ builds the vendor's `HttpRequest` (lazily, so a failure there is an `error` even
 backoff, the server's Retry-After up to `max_retry_delay_ms`), bounds the wait for the headers
 by `timeout_ms`, shows the status and headers to `options.on_response`, then decodes the body
 (SSE events or NDJSON lines, `_frames`) and hands each event to the vendor's I/O-free
-`StreamParser`. Any failure, HTTP status errors included, becomes Pi's terminal `error` event
-(stopReason "aborted" iff the signal fired), and the connection is closed before the terminal
-event is delivered, whichever way the stream ends.
+`StreamParser`; the Pi events of one network read go to the stream as one batch (one await and
+one step of the loop for all of them). Any failure, HTTP status errors included, becomes Pi's
+terminal `error` event (stopReason "aborted" iff the signal fired), and the connection is
+closed before the terminal event is delivered, whichever way the stream ends.
 
 Every network await runs inside its own cancel scope that the attempt's `AbortSignal` cancels,
 so an abort ends the call at once, stalled or not; no scope is held across a `yield`.
@@ -445,7 +446,7 @@ def provider_stream(
     is the stream's terminal `error` event.
     """
     source = _drive(model, options, parser, request, on_http_error, framing)
-    return AssistantMessageEventStream.from_source(source)
+    return AssistantMessageEventStream.from_batches(source)
 
 
 async def _drive(
@@ -455,9 +456,11 @@ async def _drive(
     request: Callable[[], HttpRequest],
     on_http_error: Callable[[ProviderError], ProviderError] | None,
     framing: Framing,
-) -> AsyncIterator[AssistantMessageEvent]:
+) -> AsyncIterator[list[AssistantMessageEvent]]:
+    """Yield the Pi events of each network read as one batch (a read with none yields none)."""
     conn = Connection(options)
     signal = options.signal
+    events: list[AssistantMessageEvent] = []  # the current read's, not yet handed on
     try:
         try:
             wanted = request()
@@ -469,7 +472,7 @@ async def _drive(
                     raise
                 raise on_http_error(exc) from exc
             await notify_response(options, response, model)
-            yield parser.start()
+            yield [parser.start()]
             limit = MAX_EVENT_CHARS
             decoder = SseDecoder(limit) if framing == "sse" else NdjsonDecoder(limit)
             if framing == "sse":
@@ -479,23 +482,23 @@ async def _drive(
                 chunk = await conn.read()
                 frames = decoder.feed(chunk) if chunk is not None else decoder.close()
                 for event, data in frames:
-                    for pi_event in feed(event, data):
-                        yield pi_event
+                    events += feed(event, data)
                     if parser.ended:
                         break
                 if chunk is None or parser.ended:
                     break
+                if events:
+                    batch, events = events, []
+                    yield batch
             if signal is not None and signal.aborted:
                 raise StreamAborted
-            final = parser.finish()
+            events += parser.finish()  # the last read's events and the finish: one batch
         except Exception as exc:  # failures after the stream was returned are events
             await conn.aclose()
-            for pi_event in parser.fail(exc, signal is not None and signal.aborted):
-                yield pi_event
+            yield events + parser.fail(exc, signal is not None and signal.aborted)
             return
         await conn.aclose()
-        for pi_event in final:
-            yield pi_event
+        yield events
     finally:
         await conn.aclose()
 
