@@ -50,6 +50,7 @@ from mule.effects._protocol import (
     Slept,
     StartTools,
     StopAnswered,
+    StreamBatch,
     StreamExhausted,
     StreamIdled,
     StreamOpened,
@@ -67,9 +68,8 @@ from mule.effects._tools import (
     MuleToolRejection,
     ToolExecution,
 )
-from mule.effects._transition import step, stream_update
+from mule.effects._transition import step
 from mule.pi import (
-    EVENT_CLASSES,
     AbortController,
     AbortSignal,
     AssistantMessage,
@@ -79,7 +79,6 @@ from mule.pi import (
 )
 
 _EVENTS = frozenset(EVENT_TYPES.values())
-_PI_EVENTS = frozenset(EVENT_CLASSES)
 _PULL = "pull"
 _OPENED = StreamOpened()  # facts with no fields: made once
 _SLEPT = Slept()
@@ -198,7 +197,7 @@ class Interpreter:
         listener = self.listener
         signal = self.signal
         timed = signal.deadline is not None  # a timeout signal aborts by the clock
-        # The signal's abort, as a local: read twice per streamed delta, and a local is
+        # The signal's abort, as a local: read once per streamed delta, and a local is
         # cheaper than the signal's property (listeners run inside `abort()`, so it is as
         # current as `signal.fired`; a due timeout is still read from `signal.aborted`).
         fired = False
@@ -244,47 +243,23 @@ class Interpreter:
                             fact = ListenerFailed(res.failure())
                             break
                     elif kind is PullModel:
+                        # One pull per read of the stream: its events are one fact, and `step`
+                        # answers with each delta's message_update, emitted above one by one.
                         if self.deadline is not None:  # a timed pull
                             fact = await self._pull_model()
                             continue
                         stream = self.stream
                         assert stream is not None
-                        pull = stream.__anext__
-                        # The streamed deltas: while `step`'s answer to an event would only be
-                        # its message_update and the next pull (`stream_update`, `step`'s own
-                        # rule, made once per event; the state does not change meanwhile), emit
-                        # that and pull again here; any other event goes to `step`.
-                        while True:
-                            try:
-                                event = await pull()
-                            except StopAsyncIteration:
-                                fact = StreamExhausted()
-                                break
-                            except Exception as exc:
-                                fact = _failed("model", "the model stream raised", exc)
-                                break
-                            update = stream_update(state, event)
-                            if update is None:
-                                fact = self._checked(event)
-                                break
-                            self.last_event = event
-                            if (fired or (timed and signal.aborted)) and not self.ended:
-                                return None
-                            if listener is None:
-                                if not (ticks := ticks + 1) & 31:
-                                    await checkpoint()
-                                continue
-                            try:
-                                res = await listener(update, signal)
-                            except Exception as exc:  # a Result listener that raised anyway
-                                res = Failure(error_from("listener", "the listener raised", exc))
-                            if not (ticks := ticks + 1) & 31:
-                                await checkpoint()
-                            if (fired or (timed and signal.aborted)) and not self.ended:
-                                return None
-                            if type(res) is not Success and isinstance(res, Failure):
-                                fact = ListenerFailed(res.failure())
-                                break
+                        try:
+                            batch = await stream.next_batch()
+                        except Exception as exc:
+                            fact = _failed("model", "the model stream raised", exc)
+                            continue
+                        if batch:
+                            self.last_event = batch[-1]
+                            fact = StreamBatch(batch)
+                        else:
+                            fact = StreamExhausted()
                     elif kind is Finish:
                         return cmd  # type: ignore[return-value]
                     else:
@@ -295,14 +270,6 @@ class Interpreter:
                     return None
         finally:
             signal.remove_listener(on_abort)
-
-    def _checked(self, event: object) -> Fact:
-        if type(event) not in _PI_EVENTS:
-            return WorkFailed(
-                MuleError("model", f"the model stream yielded {type(event).__name__}", event)
-            )
-        self.last_event = event
-        return event  # type: ignore[return-value]
 
     def close(self) -> None:
         """Release the inbox and the order channels of tools still running."""
@@ -363,6 +330,9 @@ class Interpreter:
             return WorkFailed(
                 MuleError("model", f"the stream function returned {type(made).__name__}", made)
             )
+        given: object = made  # a hand-written stream function may return any async iterator
+        if type(given) is not AssistantMessageEventStream:  # read it through one: a batch each
+            made = AssistantMessageEventStream.from_source(made)
         self.stream = made
         return _OPENED
 
@@ -378,18 +348,19 @@ class Interpreter:
         assert stream is not None
         try:
             if self.deadline is None:
-                event = await stream.__anext__()
+                batch = await stream.next_batch()
             else:
                 with anyio.move_on_after(self.deadline - anyio.current_time()) as scope:
-                    event = await stream.__anext__()
+                    batch = await stream.next_batch()
                 if scope.cancelled_caught:
                     return self._idled()
                 self.deadline = anyio.current_time() + cast(float, self.idle_s)
-        except StopAsyncIteration:
-            return StreamExhausted()
         except Exception as exc:
             return _failed("model", "the model stream raised", exc)
-        return self._checked(event)
+        if not batch:
+            return StreamExhausted()
+        self.last_event = batch[-1]
+        return StreamBatch(batch)
 
     async def release(self) -> None:
         """Close whatever the run still holds open (a model stream or a tool cut off)."""

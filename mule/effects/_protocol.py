@@ -62,6 +62,19 @@ class StreamExhausted:
 
 @final
 @frozen
+class StreamBatch:
+    """The model stream's next events, in order: what one read of it produced (`next_batch`).
+
+    One fact for a network read's events, so a burst of deltas costs the loop one await and
+    one step; listeners still see one `message_update` per delta. A terminal event comes in a
+    batch of its own (the stream's rule), and a batch is handled as its events one by one.
+    """
+
+    events: tuple[AssistantMessageEvent, ...]
+
+
+@final
+@frozen
 class StreamIdled:
     """No provider event arrived within the idle timeout; `last` is the last partial seen."""
 
@@ -174,7 +187,9 @@ class ListenerFailed:
     __repr__ = fields_repr
 
 
-StreamFact: TypeAlias = StreamOpened | AssistantMessageEvent | StreamExhausted | StreamIdled
+StreamFact: TypeAlias = (
+    StreamOpened | StreamBatch | AssistantMessageEvent | StreamExhausted | StreamIdled
+)
 """What a model attempt reports while the run is `Streaming`."""
 
 ToolFact: TypeAlias = ToolPrepared | ToolPartArrived | ToolExhausted
@@ -222,7 +237,7 @@ class CallModel:
 @final
 @frozen
 class PullModel:
-    """Pull the next model event; answer with it, `StreamExhausted` or `StreamIdled`."""
+    """Pull the stream's next batch; answer `StreamBatch`, `StreamExhausted` or `StreamIdled`."""
 
     __repr__ = fields_repr
 
@@ -398,6 +413,7 @@ __all__ = [
     "Slept",
     "StartTools",
     "StopAnswered",
+    "StreamBatch",
     "StreamExhausted",
     "StreamFact",
     "StreamIdled",

@@ -1,16 +1,24 @@
-"""A model attempt's stream: events in, message start/update/end out, retry or settle."""
+"""A model attempt's stream: events in, message start/update/end out, retry or settle.
+
+The stream's events arrive one by one or as a `StreamBatch` (one read's events), and a batch is
+handled as its events in order. `stream_updates` is the one place a delta's `message_update`
+is made; for a batch of nothing but block events of a started attempt it is all `step` does
+(the state does not change), so `step` asks it first.
+"""
 
 from __future__ import annotations
 
-from typing import assert_never
+from collections.abc import Sequence
 
 from attrs import evolve
 
 from mule.effects._batch import fail_truncated_calls, start_batch
 from mule.effects._errors import MuleError
+from mule.effects._identity import MuleIdentity
 from mule.effects._lifecycle import (
     MessageEnd,
     MessageStart,
+    MessageUpdate,
     TurnEnd,
 )
 from mule.effects._limits import add_usage
@@ -18,7 +26,9 @@ from mule.effects._protocol import (
     CLOSE_MODEL,
     PULL_MODEL,
     AskRetryAfter,
+    Command,
     Sleep,
+    StreamBatch,
     StreamExhausted,
     StreamFact,
     StreamIdled,
@@ -32,8 +42,10 @@ from mule.effects._state import (
 from mule.effects._turns import end_turn
 from mule.effects._txn import Txn, fail_run
 from mule.pi import (
+    BLOCK_EVENT_TYPES,
     ZERO_USAGE,
     AssistantMessage,
+    AssistantMessageEvent,
     DoneEvent,
     ErrorEvent,
     StartEvent,
@@ -51,46 +63,39 @@ from mule.pi import (
     retry_delay_ms,
 )
 
+_BLOCK_EVENTS = BLOCK_EVENT_TYPES
+
+
+def stream_updates(
+    run: MuleIdentity, phase: Streaming, events: Sequence[AssistantMessageEvent]
+) -> list[Command] | None:
+    """Return the `message_update` of each event, if all are block events of a started attempt.
+
+    None otherwise (an attempt not started yet, or another kind of event among them): then the
+    events are more than updates, and `on_stream` takes them one by one.
+    """
+    if not phase.started:
+        return None
+    turn, mid = phase.turn, phase.message
+    updates: list[Command] = []
+    for event in events:
+        if type(event) not in _BLOCK_EVENTS:
+            return None
+        # `partial_source`: the lazy snapshot as it is (`partial` would build the message).
+        partial = event.partial_source  # type: ignore[union-attr]
+        updates.append(MessageUpdate(run, turn, mid, partial, event))
+    return updates
+
 
 def on_stream(t: Txn, phase: Streaming, fact: StreamFact) -> None:
-    run, turn, mid = t.cfg.run, phase.turn, phase.message
     match fact:
+        case StreamBatch():
+            for event in fact.events:
+                if not _on_event(t, event):
+                    return  # the attempt settled (a terminal comes last) or the run failed
+            t.cmds.append(PULL_MODEL)
         case StreamOpened():
             t.cmds.append(PULL_MODEL)
-        case StartEvent():
-            if not phase.started:
-                t.phase = Streaming(phase.attempt, phase.turn, mid, started=True)
-                value = fact.partial
-                t.cmds.append(MessageStart(run=run, turn=turn, message=mid, value=value))
-            t.cmds.append(PULL_MODEL)
-        # The cases' classes are disjoint, so their order is only the commonest first.
-        case DoneEvent() | ErrorEvent():
-            final = fact.message if isinstance(fact, DoneEvent) else fact.error
-            given: object = final  # a hand-written stream may push anything
-            if type(given) is not AssistantMessage:
-                t.cmds.append(CLOSE_MODEL)
-                fail_run(
-                    t,
-                    MuleError(
-                        "model",
-                        "model stream ended with a terminal that is not an assistant message",
-                        final,
-                    ),
-                )
-                return
-            _attempt_settled(t, phase, final)
-        case (
-            TextStartEvent()
-            | TextDeltaEvent()
-            | TextEndEvent()
-            | ThinkingStartEvent()
-            | ThinkingDeltaEvent()
-            | ThinkingEndEvent()
-            | ToolCallStartEvent()
-            | ToolCallDeltaEvent()
-            | ToolCallEndEvent()
-        ):
-            t.cmds.append(PULL_MODEL)  # a block event before `start` is ignored, as in Pi
         case StreamIdled():
             t.clock = max(t.clock, fact.now_ms)
             text = (
@@ -116,7 +121,58 @@ def on_stream(t: Txn, phase: Streaming, fact: StreamFact) -> None:
             t.cmds.append(CLOSE_MODEL)
             fail_run(t, MuleError("model", "model stream ended without a done or error event"))
         case _:
-            assert_never(fact)
+            if _on_event(t, fact):
+                t.cmds.append(PULL_MODEL)
+
+
+def _on_event(t: Txn, event: object) -> bool:
+    """Take one model event; return whether the attempt still streams (pull again)."""
+    phase = t.phase
+    assert type(phase) is Streaming
+    run, turn, mid = t.cfg.run, phase.turn, phase.message
+    match event:
+        # The cases' classes are disjoint, so their order is only the commonest first.
+        case (
+            TextStartEvent()
+            | TextDeltaEvent()
+            | TextEndEvent()
+            | ThinkingStartEvent()
+            | ThinkingDeltaEvent()
+            | ThinkingEndEvent()
+            | ToolCallStartEvent()
+            | ToolCallDeltaEvent()
+            | ToolCallEndEvent()
+        ):
+            # A block event before `start` is ignored, as in Pi.
+            t.cmds += stream_updates(run, phase, (event,)) or ()
+            return True
+        case StartEvent():
+            if not phase.started:
+                t.phase = Streaming(phase.attempt, phase.turn, mid, started=True)
+                value = event.partial
+                t.cmds.append(MessageStart(run=run, turn=turn, message=mid, value=value))
+            return True
+        case DoneEvent() | ErrorEvent():
+            final = event.message if isinstance(event, DoneEvent) else event.error
+            given: object = final  # a hand-written stream may push anything
+            if type(given) is not AssistantMessage:
+                t.cmds.append(CLOSE_MODEL)
+                fail_run(
+                    t,
+                    MuleError(
+                        "model",
+                        "model stream ended with a terminal that is not an assistant message",
+                        final,
+                    ),
+                )
+                return False
+            _attempt_settled(t, phase, final)
+            return False
+        case _:  # a hand-written stream may yield anything
+            fail_run(
+                t, MuleError("model", f"the model stream yielded {type(event).__name__}", event)
+            )
+            return False
 
 
 def _ms(value: float | None) -> str:

@@ -23,7 +23,7 @@ from returns.result import Failure
 from mule.effects._batch import begin_resume, on_tools
 from mule.effects._errors import MuleError, describe
 from mule.effects._identity import MuleIdentity
-from mule.effects._lifecycle import MessageUpdate, RunEnd, RunStart
+from mule.effects._lifecycle import RunEnd, RunStart
 from mule.effects._protocol import (
     ASK_STEERING,
     PULL_MODEL,
@@ -39,6 +39,7 @@ from mule.effects._protocol import (
     Sleep,
     Slept,
     StopAnswered,
+    StreamBatch,
     StreamExhausted,
     StreamIdled,
     StreamOpened,
@@ -62,7 +63,7 @@ from mule.effects._state import (
     RunState,
     Streaming,
 )
-from mule.effects._streaming import on_stream
+from mule.effects._streaming import on_stream, stream_updates
 from mule.effects._turns import (
     call_model,
     on_poll,
@@ -81,8 +82,6 @@ from mule.pi import (
     SystemMessage,
     create_initial_system_message,
 )
-
-_BLOCK_EVENTS = BLOCK_EVENT_TYPES
 
 
 def initial_state(cfg: RunConfig, messages: Sequence[Message]) -> RunState:
@@ -106,11 +105,15 @@ def step(state: RunState, fact: Fact) -> tuple[RunState, tuple[Command, ...]]:
     expects ends the run as `MuleError(control)`, except once it is `Over` (ignored).
     """
     try:
-        # The hot path: a streamed block event only becomes a message_update.
-        update = stream_update(state, fact)
-        if update is not None:
-            return state, (update, PULL_MODEL)
         phase = state.phase
+        if type(fact) is StreamBatch and type(phase) is Streaming:
+            # The hot path, the rule's own answer when the batch holds only deltas (block
+            # events of a started attempt): their message_updates and the next pull, the
+            # state unchanged, without a transaction.
+            updates = stream_updates(state.cfg.run, phase, fact.events)
+            if updates is not None:
+                updates.append(PULL_MODEL)
+                return state, tuple(updates)
         rule = RULES.get((type(phase), type(fact)))
         if rule is None:
             if type(phase) is Over:
@@ -121,22 +124,6 @@ def step(state: RunState, fact: Fact) -> tuple[RunState, tuple[Command, ...]]:
         return t.commit()
     except Exception as exc:
         return _crashed(state, fact, exc)
-
-
-def stream_update(state: RunState, fact: Fact) -> MessageUpdate | None:
-    """Return the message_update a streamed block event makes, if that is all it does.
-
-    This is `step`'s hot path on its own, and the one place a delta's event is made: for such
-    a fact `step` returns the state unchanged with `(update, PULL_MODEL)`, so the interpreter
-    asks this per streamed event and, on an update, emits it and pulls again without a step.
-    """
-    if type(fact) in _BLOCK_EVENTS:
-        phase = state.phase
-        if type(phase) is Streaming and phase.started:
-            # `partial_source`: the lazy snapshot as it is (`partial` would build the message).
-            partial = fact.partial_source  # type: ignore[union-attr]
-            return MessageUpdate(state.cfg.run, phase.turn, phase.message, partial, fact)  # type: ignore[arg-type]
-    return None
 
 
 # -- the rules: (phase, fact) -> handler ----------------------------------------------------
@@ -196,7 +183,13 @@ def _on_work_failed(t: Txn, phase: Phase, fact: WorkFailed) -> None:
 
 
 EVENT_FACTS: tuple[type[Fact], ...] = (StartEvent, DoneEvent, ErrorEvent, *BLOCK_EVENT_TYPES)
-STREAM_FACTS: tuple[type[Fact], ...] = (StreamOpened, StreamExhausted, StreamIdled, *EVENT_FACTS)
+STREAM_FACTS: tuple[type[Fact], ...] = (
+    StreamOpened,
+    StreamBatch,
+    StreamExhausted,
+    StreamIdled,
+    *EVENT_FACTS,
+)
 TOOL_FACTS: tuple[type[Fact], ...] = (ToolPrepared, ToolPartArrived, ToolExhausted)
 PHASES: tuple[type[Phase], ...] = (
     NotStarted,
@@ -281,5 +274,4 @@ __all__ = [
     "expects",
     "initial_state",
     "step",
-    "stream_update",
 ]

@@ -1,8 +1,9 @@
 """The pure step is total: any fact in any phase gives a typed answer, never an exception.
 
-Tests the private rules `mule.effects._transition.step` (with `PHASES`, `expects` and
-`stream_update`) and `mule.effects._checks.check_input`, over the facts of `mule.effects._protocol`
-in every phase of `mule.effects._state`.
+Tests the private rules `mule.effects._transition.step` (with `PHASES`, `RULES` and `expects`;
+its rule for a `StreamBatch` run on a `mule.effects._txn.Txn`) and
+`mule.effects._checks.check_input`, over the facts of `mule.effects._protocol` in every phase of
+`mule.effects._state`.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from mule.effects._protocol import (
     RetryAfterAnswered,
     Slept,
     StopAnswered,
+    StreamBatch,
     StreamExhausted,
     StreamIdled,
     StreamOpened,
@@ -58,22 +60,26 @@ from mule.effects._state import (
     Streaming,
 )
 from mule.effects._transition import (
-    PHASES as PHASE_TYPES,
-)
-from mule.effects._transition import (
+    EVENT_FACTS,
+    RULES,
     expects,
     initial_state,
     step,
-    stream_update,
 )
+from mule.effects._transition import (
+    PHASES as PHASE_TYPES,
+)
+from mule.effects._txn import Txn
 from mule.pi import (
-    BLOCK_EVENT_TYPES,
     ZERO_USAGE,
     AssistantMessage,
     DoneEvent,
+    ErrorEvent,
     Model,
+    StartEvent,
     TextContent,
     TextDeltaEvent,
+    TextEndEvent,
     UserMessage,
 )
 
@@ -124,7 +130,21 @@ FACTS: list[Fact] = [
     WorkFailed(MuleError("tool", "t")),
     CancelRequested("stop", 9),
     ListenerFailed(MuleError("listener", "l")),
+    StreamBatch(()),
+    StreamBatch((TextDeltaEvent(content_index=0, delta="d", partial=GOOD),)),
+    StreamBatch((StartEvent(partial=GOOD), DoneEvent(reason="stop", message=BROKEN))),
 ]
+# What a model stream may hand the machine in a batch (an untyped one: anything).
+STREAM_EVENTS: list[Any] = [
+    StartEvent(partial=GOOD),
+    TextDeltaEvent(content_index=0, delta="a", partial=GOOD),
+    TextDeltaEvent(content_index=0, delta="b", partial=GOOD),
+    TextEndEvent(content_index=0, content="ab", partial=GOOD),
+    DoneEvent(reason="stop", message=GOOD),
+    ErrorEvent(reason="error", error=evolve(GOOD, stop_reason="error", error_message="e")),
+    "not an event",
+]
+STREAMING = [p for p in PHASES if type(p) is Streaming]
 
 
 def _state(phase: Phase) -> Any:
@@ -167,35 +187,71 @@ def test_a_broken_terminal_message_fails_the_run_typed() -> None:
     assert "AttributeError" in finish.error.message
 
 
-@given(st.sampled_from(PHASES), st.sampled_from(FACTS))
-def test_stream_update_is_exactly_steps_hot_path(phase: Phase, fact: Fact) -> None:
-    """The interpreter emits `stream_update`'s answer without a step: it must be step's own."""
-    state = _state(phase)
-    update = stream_update(state, fact)
-    if update is None:
-        return
-    after, commands = step(state, fact)
-    assert after is state
-    assert commands == (update, PULL_MODEL)
-    assert type(phase) is Streaming
-    assert phase.started
+def _one_by_one(state: Any, events: list[Any]) -> tuple[Any, list[Any]]:
+    """Step each event as its own fact, as the interpreter did for a stream of single events.
+
+    Returns the state and the commands, the pulls between the events left out.
+    """
+    commands: list[Any] = []
+    for event in events:
+        if type(event) not in EVENT_FACTS:  # what the interpreter made of it, one by one
+            event = WorkFailed(MuleError("model", "the model stream yielded str", event))
+        state, cmds = step(state, event)
+        commands += cmds
+        if cmds[-1:] != (PULL_MODEL,):
+            break  # the attempt settled or the run ended: nothing more is pulled
+        commands.pop()
+    else:
+        commands.append(PULL_MODEL)
+    return state, commands
 
 
-@given(st.sampled_from(PHASES), st.sampled_from(FACTS))
-def test_stream_update_carries_the_ids_and_the_unbuilt_snapshot(phase: Phase, fact: Fact) -> None:
-    """A started message's block event becomes its update: its ids, the event, the lazy snapshot.
+@given(st.sampled_from(STREAMING), st.lists(st.sampled_from(STREAM_EVENTS), max_size=6))
+def test_a_batch_is_its_events_one_by_one(phase: Phase, events: list[Any]) -> None:
+    """One `StreamBatch` gives the commands and the state of its events stepped one by one.
 
-    The interpreter emits exactly this per streamed delta; no other code makes one.
+    (Events after the one that ends the attempt are dropped: a stream would never hand them
+    on; the stream itself cuts a batch at its terminal event.)
     """
     state = _state(phase)
-    update = stream_update(state, fact)
-    if type(phase) is not Streaming or not phase.started or type(fact) not in BLOCK_EVENT_TYPES:
-        assert update is None
-        return
-    assert type(update) is MessageUpdate
+    after, commands = step(state, StreamBatch(tuple(events)))
+    want_state, want = _one_by_one(state, events)
+    assert list(commands) == want
+    assert after == want_state
+
+
+@given(st.sampled_from(STREAMING), st.lists(st.sampled_from(STREAM_EVENTS), max_size=6))
+def test_steps_hot_path_for_a_batch_is_the_rule(phase: Phase, events: list[Any]) -> None:
+    """`step` answers a batch of deltas without a transaction: exactly what its rule answers."""
+    state = _state(phase)
+    fact = StreamBatch(tuple(events))
+    after, commands = step(state, fact)
+    t = Txn(state)
+    RULES[Streaming, StreamBatch](t, phase, fact)
+    ruled, by_rule = t.commit()
+    assert commands == by_rule
+    assert after == ruled
+    if after is state:  # the hot path: only the deltas' updates and the next pull
+        assert all(type(c) is MessageUpdate for c in commands[:-1])
+
+
+@given(st.lists(st.sampled_from(STREAM_EVENTS[1:4]), max_size=6))
+def test_a_deltas_update_carries_the_ids_and_the_unbuilt_snapshot(events: list[Any]) -> None:
+    """A started message's block event becomes its update: its ids, the event, the lazy snapshot.
+
+    No other code makes one: the interpreter emits what `step` answers.
+    """
+    phase = Streaming(1, TURN, MESSAGE, started=True)
+    state = _state(phase)
+    after, commands = step(state, StreamBatch(tuple(events)))
+    assert after is state
+    assert commands[-1] is PULL_MODEL
     ids = (state.cfg.run, phase.turn, phase.message)
-    assert update == MessageUpdate(*ids, fact._partial, fact)  # type: ignore[union-attr, arg-type]
-    assert update._value is fact._partial  # type: ignore[union-attr]  # the snapshot, unbuilt
+    assert list(commands[:-1]) == [MessageUpdate(*ids, e._partial, e) for e in events]
+    for update, event in zip(commands, events, strict=False):
+        assert type(update) is MessageUpdate
+        assert update.event is event
+        assert update._value is event._partial  # type: ignore[union-attr]  # the snapshot, unbuilt
 
 
 def _doc_phase_table() -> dict[str, frozenset[str]]:
