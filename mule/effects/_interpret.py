@@ -62,6 +62,7 @@ from mule.effects._protocol import (
 )
 from mule.effects._settings import MuleStreamFunction
 from mule.effects._state import RunConfig, RunState
+from mule.effects._streaming import stream_updates
 from mule.effects._tools import (
     MuleToolExecutionPart,
     MuleToolPrepared,
@@ -70,15 +71,18 @@ from mule.effects._tools import (
 )
 from mule.effects._transition import step
 from mule.pi import (
+    EVENT_CLASSES,
     AbortController,
     AbortSignal,
     AssistantMessage,
+    AssistantMessageEvent,
     AssistantMessageEventStream,
     child_controller,
     now_ms,
 )
 
 _EVENTS = frozenset(EVENT_TYPES.values())
+_PI_EVENTS = frozenset(EVENT_CLASSES)
 _PULL = "pull"
 _OPENED = StreamOpened()  # facts with no fields: made once
 _SLEPT = Slept()
@@ -168,7 +172,7 @@ class Interpreter:
         self.attempt: AbortController | None = None
         self.detach_attempt: Any = None
         self.deadline: float | None = None
-        self.last_event: object = None
+        self.last_event: object = None  # a timed pull's last event (its partial, on idling)
         self.prepared: dict[int, MuleToolPrepared[ToolExecution]] = {}
         self.names: dict[int, str] = {}
         self.tools: dict[int, _ToolRun] = {}
@@ -196,6 +200,7 @@ class Interpreter:
         """
         listener = self.listener
         signal = self.signal
+        run = self.cfg.run
         timed = signal.deadline is not None  # a timeout signal aborts by the clock
         # The signal's abort, as a local: read once per streamed delta, and a local is
         # cheaper than the signal's property (listeners run inside `abort()`, so it is as
@@ -243,23 +248,48 @@ class Interpreter:
                             fact = ListenerFailed(res.failure())
                             break
                     elif kind is PullModel:
-                        # One pull per read of the stream: its events are one fact, and `step`
-                        # answers with each delta's message_update, emitted above one by one.
                         if self.deadline is not None:  # a timed pull
                             fact = await self._pull_model()
                             continue
                         stream = self.stream
                         assert stream is not None
-                        try:
-                            batch = await stream.next_batch()
-                        except Exception as exc:
-                            fact = _failed("model", "the model stream raised", exc)
-                            continue
-                        if batch:
-                            self.last_event = batch[-1]
-                            fact = StreamBatch(batch)
-                        else:
-                            fact = StreamExhausted()
+                        pull = stream.next_batch
+                        # One pull per read of the stream, its events one fact. While `step`'s
+                        # answer to a read would only be its deltas' message_updates and the
+                        # next pull (`stream_updates`, the rule's own answer, made once per
+                        # delta; the state does not change meanwhile), emit them and pull again
+                        # here; any other read goes to `step`.
+                        while fact is None:
+                            try:
+                                batch = await pull()
+                            except Exception as exc:
+                                fact = _failed("model", "the model stream raised", exc)
+                                break
+                            updates = stream_updates(run, state.phase, batch)
+                            if updates is None:
+                                fact = self._read(batch)
+                                break
+                            # (`last_event` is the idle timeout's, read only by timed pulls)
+                            if (fired or (timed and signal.aborted)) and not self.ended:
+                                return None
+                            for update in updates:
+                                if listener is None:
+                                    if not (ticks := ticks + 1) & 31:
+                                        await checkpoint()
+                                    continue
+                                try:
+                                    res = await listener(update, signal)
+                                except Exception as exc:  # a Result listener that raised anyway
+                                    res = Failure(
+                                        error_from("listener", "the listener raised", exc)
+                                    )
+                                if not (ticks := ticks + 1) & 31:
+                                    await checkpoint()
+                                if (fired or (timed and signal.aborted)) and not self.ended:
+                                    return None
+                                if type(res) is not Success and isinstance(res, Failure):
+                                    fact = ListenerFailed(res.failure())
+                                    break
                     elif kind is Finish:
                         return cmd  # type: ignore[return-value]
                     else:
@@ -357,10 +387,19 @@ class Interpreter:
                 self.deadline = anyio.current_time() + cast(float, self.idle_s)
         except Exception as exc:
             return _failed("model", "the model stream raised", exc)
+        return self._read(batch)
+
+    def _read(self, batch: tuple[AssistantMessageEvent, ...]) -> Fact:
+        """Return the fact of one read of the model stream: its one Pi event, or the batch.
+
+        (A read of deltas only needs no fact: `drive` emits what `step` would answer.)
+        """
         if not batch:
             return StreamExhausted()
-        self.last_event = batch[-1]
-        return StreamBatch(batch)
+        last = self.last_event = batch[-1]
+        if len(batch) == 1 and type(last) in _PI_EVENTS:
+            return last
+        return StreamBatch(batch)  # (an untyped stream's stray object: the machine's to judge)
 
     async def release(self) -> None:
         """Close whatever the run still holds open (a model stream or a tool cut off)."""

@@ -1,9 +1,8 @@
 """A model attempt's stream: events in, message start/update/end out, retry or settle.
 
 The stream's events arrive one by one or as a `StreamBatch` (one read's events), and a batch is
-handled as its events in order. `stream_updates` is the one place a delta's `message_update`
-is made; for a batch of nothing but block events of a started attempt it is all `step` does
-(the state does not change), so `step` asks it first.
+handled as its events in order. `stream_updates` is the one place a delta's `message_update` is
+made; for a read of nothing but deltas, their updates and the next pull are all `step` answers.
 """
 
 from __future__ import annotations
@@ -26,7 +25,6 @@ from mule.effects._protocol import (
     CLOSE_MODEL,
     PULL_MODEL,
     AskRetryAfter,
-    Command,
     Sleep,
     StreamBatch,
     StreamExhausted,
@@ -37,6 +35,7 @@ from mule.effects._protocol import (
 from mule.effects._state import (
     AwaitingRetryAfter,
     BackingOff,
+    Phase,
     Streaming,
 )
 from mule.effects._turns import end_turn
@@ -45,7 +44,6 @@ from mule.pi import (
     BLOCK_EVENT_TYPES,
     ZERO_USAGE,
     AssistantMessage,
-    AssistantMessageEvent,
     DoneEvent,
     ErrorEvent,
     StartEvent,
@@ -67,24 +65,33 @@ _BLOCK_EVENTS = BLOCK_EVENT_TYPES
 
 
 def stream_updates(
-    run: MuleIdentity, phase: Streaming, events: Sequence[AssistantMessageEvent]
-) -> list[Command] | None:
-    """Return the `message_update` of each event, if all are block events of a started attempt.
+    run: MuleIdentity, phase: Phase, events: Sequence[object]
+) -> Sequence[MessageUpdate] | None:
+    """Return each event's `message_update` if all of them are deltas; else None.
 
-    None otherwise (an attempt not started yet, or another kind of event among them): then the
-    events are more than updates, and `on_stream` takes them one by one.
+    A delta is a block event of a started attempt. This is the one place a delta's event is
+    made, and for a read of nothing but deltas the updates and the next pull are all `step`
+    answers (the state does not change): so the interpreter asks this first, per read, and
+    emits its updates without a step. None for no events, or for any that is more than an
+    update (`on_stream` then takes the read event by event).
     """
-    if not phase.started:
+    if type(phase) is not Streaming or not phase.started:
         return None
     turn, mid = phase.turn, phase.message
-    updates: list[Command] = []
+    # `partial_source`: the lazy snapshot as it is (`partial` would build the message).
+    if len(events) == 1:  # a slow stream's read: one delta
+        event = events[0]
+        if type(event) not in _BLOCK_EVENTS:
+            return None
+        partial = event.partial_source  # type: ignore[attr-defined]
+        return (MessageUpdate(run, turn, mid, partial, event),)  # type: ignore[arg-type]
+    updates: list[MessageUpdate] = []
     for event in events:
         if type(event) not in _BLOCK_EVENTS:
             return None
-        # `partial_source`: the lazy snapshot as it is (`partial` would build the message).
-        partial = event.partial_source  # type: ignore[union-attr]
-        updates.append(MessageUpdate(run, turn, mid, partial, event))
-    return updates
+        partial = event.partial_source  # type: ignore[attr-defined]
+        updates.append(MessageUpdate(run, turn, mid, partial, event))  # type: ignore[arg-type]
+    return updates or None
 
 
 def on_stream(t: Txn, phase: Streaming, fact: StreamFact) -> None:
@@ -143,7 +150,7 @@ def _on_event(t: Txn, event: object) -> bool:
             | ToolCallDeltaEvent()
             | ToolCallEndEvent()
         ):
-            # A block event before `start` is ignored, as in Pi.
+            # (a block event before `start` is ignored, as in Pi)
             t.cmds += stream_updates(run, phase, (event,)) or ()
             return True
         case StartEvent():

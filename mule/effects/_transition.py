@@ -83,6 +83,8 @@ from mule.pi import (
     create_initial_system_message,
 )
 
+_BLOCK_EVENTS = BLOCK_EVENT_TYPES
+
 
 def initial_state(cfg: RunConfig, messages: Sequence[Message]) -> RunState:
     """Return the state of a run that has not begun; feed it `Began` first.
@@ -106,14 +108,14 @@ def step(state: RunState, fact: Fact) -> tuple[RunState, tuple[Command, ...]]:
     """
     try:
         phase = state.phase
-        if type(fact) is StreamBatch and type(phase) is Streaming:
-            # The hot path, the rule's own answer when the batch holds only deltas (block
-            # events of a started attempt): their message_updates and the next pull, the
-            # state unchanged, without a transaction.
-            updates = stream_updates(state.cfg.run, phase, fact.events)
+        # The hot path, the rules' own answer for a read of deltas (block events of a started
+        # attempt): their message_updates and the next pull, the state unchanged.
+        kind = type(fact)
+        if kind is StreamBatch or kind in _BLOCK_EVENTS:
+            events = fact.events if kind is StreamBatch else (fact,)  # type: ignore[union-attr]
+            updates = stream_updates(state.cfg.run, phase, events)
             if updates is not None:
-                updates.append(PULL_MODEL)
-                return state, tuple(updates)
+                return state, (*updates, PULL_MODEL)
         rule = RULES.get((type(phase), type(fact)))
         if rule is None:
             if type(phase) is Over:

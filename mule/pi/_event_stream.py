@@ -128,8 +128,15 @@ class AssistantMessageEventStream:
             except StopAsyncIteration:
                 self._exhausted()
             else:
-                if self._took(event):
+                # (the await may have changed the stream: mypy cannot know)
+                if not (self._done or self._queue or self._waiter is not None):  # type: ignore[redundant-expr]
+                    kind = type(event)
+                    if kind is DoneEvent:
+                        self._finish(event.message)  # type: ignore[union-attr]
+                    elif kind is ErrorEvent:
+                        self._finish(event.error)  # type: ignore[union-attr]
                     return event
+                self.push(event)  # the stream changed meanwhile: queued, read below
         while True:
             if self._queue:
                 return self._queue.popleft()
@@ -176,9 +183,15 @@ class AssistantMessageEventStream:
                         event = await source.__anext__()
                     except StopAsyncIteration:
                         self._exhausted()
-                    else:
-                        if self._took(event):
+                    else:  # (as `__anext__` takes it)
+                        if not (self._done or self._queue or self._waiter is not None):  # type: ignore[redundant-expr]
+                            kind = type(event)
+                            if kind is DoneEvent:
+                                self._finish(event.message)  # type: ignore[union-attr]
+                            elif kind is ErrorEvent:
+                                self._finish(event.error)  # type: ignore[union-attr]
                             return (event,)
+                        self.push(event)
         while True:
             if self._queue:
                 return self._take()
@@ -190,19 +203,6 @@ class AssistantMessageEventStream:
                 continue
             waiter = self._waiter = anyio.Event()
             await waiter.wait()
-
-    def _took(self, event: AssistantMessageEvent) -> bool:
-        """Account for an event pulled on a per-read path; False: it was queued instead."""
-        # (the await that pulled it may have changed the stream: mypy cannot know)
-        if not (self._done or self._queue or self._waiter is not None):
-            kind = type(event)
-            if kind is DoneEvent:
-                self._finish(event.message)  # type: ignore[union-attr]
-            elif kind is ErrorEvent:
-                self._finish(event.error)  # type: ignore[union-attr]
-            return True
-        self.push(event)  # the stream changed meanwhile: queued, read from the queue
-        return False
 
     def _take(self) -> tuple[AssistantMessageEvent, ...]:
         """Take the queued events up to a terminal one, or the terminal alone."""

@@ -235,7 +235,7 @@ def test_steps_hot_path_for_a_batch_is_the_rule(phase: Phase, events: list[Any])
         assert all(type(c) is MessageUpdate for c in commands[:-1])
 
 
-@given(st.lists(st.sampled_from(STREAM_EVENTS[1:4]), max_size=6))
+@given(st.lists(st.sampled_from(STREAM_EVENTS[1:4]), min_size=1, max_size=6))
 def test_a_deltas_update_carries_the_ids_and_the_unbuilt_snapshot(events: list[Any]) -> None:
     """A started message's block event becomes its update: its ids, the event, the lazy snapshot.
 
