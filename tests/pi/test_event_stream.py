@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any, Literal, TypeAlias
 
@@ -486,3 +487,134 @@ async def test_reading_the_source_directly_is_reading_anext(ops: list[SourceOp])
         return seen, stream.done, result
 
     assert await outcome(read_queued) == await outcome(lambda s: s.__anext__())
+
+
+# -- batches: `from_batches` and `next_batch` ---------------------------------------------------
+
+BatchOp: TypeAlias = Literal["event", "done", "error"]
+
+
+@st.composite
+def split(draw: st.DrawFn, items: list[Any]) -> list[list[Any]]:
+    """Cut `items` into consecutive batches (empty ones too: a read may carry no event)."""
+    cuts = sorted(draw(st.lists(st.integers(0, len(items)), max_size=len(items) + 2)))
+    edges = [0, *cuts, len(items)]
+    return [items[a:b] for a, b in itertools.pairwise(edges)]
+
+
+def expected_reads(items: list[AssistantMessageEvent]) -> list[AssistantMessageEvent]:
+    """Return the events a stream hands on: up to and including the first terminal."""
+    out: list[AssistantMessageEvent] = []
+    for item in items:
+        out.append(item)
+        if isinstance(item, DoneEvent | ErrorEvent):
+            break
+    return out
+
+
+def _items(ops: list[BatchOp]) -> list[AssistantMessageEvent]:
+    makers: dict[str, Callable[[int], AssistantMessageEvent]] = {
+        "event": delta,
+        "done": done,
+        "error": error,
+    }
+    return [makers[op](n) for n, op in enumerate(ops)]
+
+
+BATCH_OPS = st.lists(st.sampled_from(["event", "event", "event", "done", "error"]), max_size=10)
+
+
+class Batches:
+    """A batch source that records whether it was closed."""
+
+    def __init__(self, batches: list[list[AssistantMessageEvent]]) -> None:
+        self.batches = batches
+        self.closed = False
+
+    async def gen(self) -> AsyncIterator[list[AssistantMessageEvent]]:
+        try:
+            for batch in self.batches:
+                await anyio.lowlevel.checkpoint()
+                yield batch
+        finally:
+            self.closed = True
+
+
+@given(data=st.data(), ops=BATCH_OPS)
+async def test_next_batch_hands_on_each_read_in_order_with_the_terminal_alone(
+    data: st.DataObject, ops: list[BatchOp]
+) -> None:
+    """Any split of the events into reads: `next_batch` gives them in order, then empty ones.
+
+    Each batch is within one read, a terminal in a batch of its own, nothing after it.
+    """
+    items = _items(ops)
+    source = Batches(data.draw(split(items)))
+    stream = AssistantMessageEventStream.from_batches(source.gen())
+    got: list[tuple[AssistantMessageEvent, ...]] = []
+    with anyio.fail_after(5):
+        while batch := await stream.next_batch():
+            got.append(batch)
+        assert await stream.next_batch() == ()
+    flat = [e for b in got for e in b]
+    want = expected_reads(items)
+    assert same(flat, want)
+    for batch in got:
+        terminals = [e for e in batch if isinstance(e, DoneEvent | ErrorEvent)]
+        assert not terminals or len(batch) == 1
+    assert source.closed
+    if want and isinstance(want[-1], DoneEvent | ErrorEvent):
+        final = want[-1]
+        message = final.message if isinstance(final, DoneEvent) else final.error
+        assert (await result_of(stream)) is message
+    else:
+        with pytest.raises(IncompleteStreamError):
+            await result_of(stream)
+
+
+@given(data=st.data(), ops=BATCH_OPS, reads=st.lists(st.booleans(), max_size=12))
+async def test_batches_read_one_by_one_or_mixed_are_the_same_events(
+    data: st.DataObject, ops: list[BatchOp], reads: list[bool]
+) -> None:
+    """`async for`, `next_batch`, or both in turn read the same events of a batch source once."""
+    items = _items(ops)
+    batches = data.draw(split(items))
+    stream = AssistantMessageEventStream.from_batches(Batches(batches).gen())
+    got: list[AssistantMessageEvent] = []
+    turns = iter(reads)
+    with anyio.fail_after(5):
+        while True:
+            if next(turns, False):
+                batch = await stream.next_batch()
+                if not batch:
+                    break
+                got += batch
+            else:
+                try:
+                    got.append(await stream.__anext__())
+                except StopAsyncIteration:
+                    break
+    assert same(got, expected_reads(items))
+
+
+@given(ops=BATCH_OPS)
+async def test_next_batch_of_single_events_and_of_pushes(ops: list[BatchOp]) -> None:
+    """A source of single events gives batches of one; push style gives what is queued."""
+    items = _items(ops)
+
+    async def single() -> AsyncIterator[AssistantMessageEvent]:
+        for item in items:
+            yield item
+
+    pulled = AssistantMessageEventStream.from_source(single())
+    pushed = AssistantMessageEventStream()
+    for item in items:
+        pushed.push(item)
+    pushed.end()
+    for stream, at_most in ((pulled, 1), (pushed, len(items))):
+        got: list[AssistantMessageEvent] = []
+        with anyio.fail_after(5):
+            while batch := await stream.next_batch():
+                assert len(batch) <= at_most
+                got += batch
+        assert same(got, expected_reads(items))
