@@ -105,7 +105,7 @@ class MessageStart:
 
 
 @final
-@frozen(eq=False)  # made once per streamed delta; compared by identity (its value is lazy)
+@frozen(eq=False, slots=False)  # made per streamed delta: a dict class is set up with fewer calls
 class MessageUpdate:
     """An assistant attempt streamed `event`; `value` is the response so far (a snapshot).
 
