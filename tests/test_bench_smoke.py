@@ -99,3 +99,18 @@ def test_the_layer_breakdown_gives_each_sample_to_its_innermost_layer(tmp_path: 
         "interpreter (drive, perform)": 2 / 8,
         "event loop and the rest": 2 / 8,
     }
+
+
+@pytest.mark.parametrize("vendor", ["anthropic", "openai-completions"])
+def test_the_provider_loop_measure_hands_on_the_replayed_events(vendor: str) -> None:
+    """`provider_parse --loop`: the reads hold the replayed events; both runs complete."""
+    from bench.provider_parse import loop_seconds, reads
+    from mule.testing.vendor_streams import replay, standard
+
+    rec = standard(vendor, 20)
+    pieces = [rec.body[i : i + 256] for i in range(0, len(rec.body), 256)]
+    batches = reads(rec, pieces)
+    assert [e.type for b in batches for e in b] == [e.type for e in replay(rec, pieces)]
+    assert any(len(b) > 1 for b in batches)
+    for batched in (True, False):
+        assert loop_seconds(rec, batches, batched) > 0
