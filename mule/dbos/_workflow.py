@@ -178,7 +178,7 @@ class _Durable:
         def call(model: Model, context: TranscriptContext, options: StreamOptions) -> Any:
             step = self.reserve()
             source = self._attempt(step, real, model, context, options)
-            return AssistantMessageEventStream.from_source(source)
+            return AssistantMessageEventStream.from_batches(source)
 
         return call
 
@@ -189,15 +189,23 @@ class _Durable:
         model: Model,
         context: TranscriptContext,
         options: StreamOptions,
-    ) -> AsyncIterator[AssistantMessageEvent]:
+    ) -> AsyncIterator[tuple[AssistantMessageEvent, ...]]:
+        """Yield the attempt's reads as batches (a provider's network reads pass through whole)."""
         self.replaying = False
         value = self.replayed(step, MODEL_STEP)
         if value is None:
             made = real(model, context, options)
             if inspect.isawaitable(made):
                 made = await made
+            given: object = made
+            stream = (
+                made
+                if type(given) is AssistantMessageEventStream
+                else AssistantMessageEventStream.from_source(made)
+            )
             try:
-                async for event in made:
+                while batch := await stream.next_batch():
+                    event = batch[0]  # a terminal event comes in a batch of its own
                     if type(event) is DoneEvent or type(event) is ErrorEvent:
                         # Handed on only once the step is recorded: the interpreter may close
                         # the stream right after it, and the message must be durable by then.
@@ -205,23 +213,23 @@ class _Durable:
                         mine = to_wire(final)
                         value = await self.record(step, MODEL_STEP, mine)
                         if value is mine:
-                            yield event
+                            yield batch
                             return
                         break  # another execution's attempt was recorded first: it stands
-                    yield event
+                    yield batch
             finally:
-                await _aclose(made)
+                await _aclose(stream)
             if value is None:
                 raise RuntimeError("the model stream ended without a done or error event")
         else:
             self.replaying = True
         message = from_wire(AssistantMessage, value)
         if self.replaying:
-            yield StartEvent(partial=evolve(message, content=()))
+            yield (StartEvent(partial=evolve(message, content=())),)
         if message.stop_reason in ("error", "aborted"):
-            yield ErrorEvent(reason=message.stop_reason, error=message)
+            yield (ErrorEvent(reason=message.stop_reason, error=message),)
         else:
-            yield DoneEvent(reason=message.stop_reason, message=message)
+            yield (DoneEvent(reason=message.stop_reason, message=message),)
 
     # -- tools ----------------------------------------------------------------------------------
 
