@@ -8,6 +8,7 @@ made; for a read of nothing but deltas, their updates and the next pull are all 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import assert_never
 
 from attrs import evolve
 
@@ -127,9 +128,24 @@ def on_stream(t: Txn, phase: Streaming, fact: StreamFact) -> None:
         case StreamExhausted():
             t.cmds.append(CLOSE_MODEL)
             fail_run(t, MuleError("model", "model stream ended without a done or error event"))
-        case _:
+        case (
+            StartEvent()
+            | DoneEvent()
+            | ErrorEvent()
+            | TextStartEvent()
+            | TextDeltaEvent()
+            | TextEndEvent()
+            | ThinkingStartEvent()
+            | ThinkingDeltaEvent()
+            | ThinkingEndEvent()
+            | ToolCallStartEvent()
+            | ToolCallDeltaEvent()
+            | ToolCallEndEvent()
+        ):
             if _on_event(t, fact):
                 t.cmds.append(PULL_MODEL)
+        case _:
+            assert_never(fact)
 
 
 def _on_event(t: Txn, event: object) -> bool:
