@@ -121,3 +121,29 @@ async def test_request_builder_failure_is_an_error_event() -> None:
     assert [e.type for e in events] == ["error"]
     assert isinstance(events[0], ErrorEvent)
     assert events[0].error.error_message == "no such model"
+
+
+async def test_one_network_read_is_one_batch() -> None:
+    """The events a read's frames make go to the stream together; the terminal comes alone."""
+    body = (b"".join(_lines({"text": "a"}, {"text": "b"}, {"text": "c"})), *_lines({"done": 1}))
+    reply = Reply(200, (("content-type", "application/x-ndjson"),), body)
+    async with serve_script(reply) as server:
+        request = HttpRequest(server.url + "/toy", {}, {"q": 1})
+        stream = provider_stream(
+            MODEL, StreamOptions(max_retries=0), ToyParser(MODEL), lambda: request, framing="ndjson"
+        )
+        batches = []
+        while batch := await stream.next_batch():
+            batches.append([e.type for e in batch])
+    assert batches[0] == ["start"]
+    assert ["text_start", "text_delta", "text_delta", "text_delta"] in batches
+    assert batches[-1] == ["done"]
+    assert [t for b in batches for t in b] == [
+        "start",
+        "text_start",
+        "text_delta",
+        "text_delta",
+        "text_delta",
+        "text_end",
+        "done",
+    ]
