@@ -618,3 +618,14 @@ async def test_next_batch_of_single_events_and_of_pushes(ops: list[BatchOp]) -> 
                 assert len(batch) <= at_most
                 got += batch
         assert same(got, expected_reads(items))
+
+
+async def test_aclose_releases_a_batch_source_mid_stream() -> None:
+    """Closing a batch stream before its end closes the source (the provider's connection)."""
+    source = Batches([[delta(1), delta(2)], [delta(3)], [done(4)]])
+    stream = AssistantMessageEventStream.from_batches(source.gen())
+    with anyio.fail_after(5):
+        assert same(await stream.next_batch(), [source.batches[0][0], source.batches[0][1]])
+        await stream.aclose()
+        assert await stream.next_batch() == ()
+    assert source.closed
