@@ -72,6 +72,8 @@ class StreamBatch:
 
     events: tuple[AssistantMessageEvent, ...]
 
+    __repr__ = fields_repr
+
 
 @final
 @frozen
