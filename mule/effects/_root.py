@@ -14,7 +14,7 @@ from mule.effects._identity import MuleIdentity
 from mule.effects._inputs import MulePortsInput
 from mule.effects._interpret import Interpreter
 from mule.effects._outcome import MuleRunOutcome, OutputT
-from mule.effects._output import attach_output, with_output
+from mule.effects._output import OutputBox, attach_output, with_output
 from mule.effects._protocol import Finish
 from mule.effects._settings import MuleStreamFunction
 from mule.effects._state import RunState
@@ -82,27 +82,20 @@ async def run(
     if isinstance(wired, Failure):
         return wired
     full, box = wired.unwrap()
-    result = await _run(full, signal)
-    if box is None or isinstance(result, Failure):
-        return cast("Result[MuleRunOutcome[OutputT], MuleError]", result)
-    return Success(attach_output(result.unwrap(), box))
-
-
-async def _run(
-    inp: MulePortsInput, signal: AbortSignal | None
-) -> Result[MuleRunOutcome, MuleError]:
-    checked = check_input(inp)
+    # The run is driven here, not in a helper coroutine: every resume of the calling task
+    # passes through each coroutine level between it and the interpreter (twice per delta).
+    checked = check_input(full)
     if isinstance(checked, Failure):
         return checked
     cfg = checked.unwrap()
     if signal is not None and signal.aborted:
-        return Success(_cancelled_before_start(inp, signal.reason))
+        return _attach(Success(_cancelled_before_start(full, signal.reason)), box)
     controller, detach = (
         child_controller(signal) if signal is not None else (AbortController(), _nothing)
     )
-    stream_fn = inp.stream or _default_stream()
-    state = initial_state(cfg, inp.messages)
-    interp = Interpreter(cfg, inp.ports, stream_fn, inp.retry_after_ms, controller)
+    stream_fn = full.stream or _default_stream()
+    state = initial_state(cfg, full.messages)
+    interp = Interpreter(cfg, full.ports, stream_fn, full.retry_after_ms, controller)
     try:
         # A run needs a task group only for tools that run side by side, and for the watcher
         # of a timeout signal's clock; any other run is the caller's task alone (a tool that
@@ -117,10 +110,20 @@ async def _run(
         detach()
         interp.close()
     result = done.result
-    if isinstance(result, Failure) and interp.state is not None:
-        # A failure has no outcome to carry the run's spend: its error does.
-        return Failure(evolve(result.failure(), usage=interp.state.usage))
-    return result
+    if isinstance(result, Failure):
+        if interp.state is not None:
+            # A failure has no outcome to carry the run's spend: its error does.
+            return Failure(evolve(result.failure(), usage=interp.state.usage))
+        return result
+    return _attach(result, box)
+
+
+def _attach(
+    result: Result[MuleRunOutcome, MuleError], box: OutputBox | None
+) -> Result[MuleRunOutcome[OutputT], MuleError]:
+    if box is None or isinstance(result, Failure):
+        return cast("Result[MuleRunOutcome[OutputT], MuleError]", result)
+    return Success(attach_output(result.unwrap(), box))
 
 
 async def _drive(
