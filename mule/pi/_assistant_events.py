@@ -104,7 +104,8 @@ class TextStartEvent(_PartialEvent):
 
 
 @final
-@frozen(kw_only=True, eq=False, repr=False)
+# Made per streamed delta: a frozen dict class sets its fields with fewer calls than a slotted one.
+@frozen(kw_only=True, eq=False, repr=False, slots=False)
 class TextDeltaEvent(_PartialEvent):
     """Text was appended to the block at `content_index`.
 
@@ -156,7 +157,7 @@ class ThinkingStartEvent(_PartialEvent):
 
 
 @final
-@frozen(kw_only=True, eq=False, repr=False)
+@frozen(kw_only=True, eq=False, repr=False, slots=False)  # per delta: see TextDeltaEvent
 class ThinkingDeltaEvent(_PartialEvent):
     """Reasoning text was appended to the block at `content_index`.
 
@@ -208,7 +209,7 @@ class ToolCallStartEvent(_PartialEvent):
 
 
 @final
-@frozen(kw_only=True, eq=False, repr=False)
+@frozen(kw_only=True, eq=False, repr=False, slots=False)  # per delta: see TextDeltaEvent
 class ToolCallDeltaEvent(_PartialEvent):
     """A raw JSON fragment of the arguments of the tool call at `content_index`.
 
