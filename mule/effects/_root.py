@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from contextlib import AbstractAsyncContextManager, nullcontext
 from typing import TYPE_CHECKING, cast
 
 import anyio
@@ -17,7 +18,6 @@ from mule.effects._outcome import MuleRunOutcome, OutputT
 from mule.effects._output import OutputBox, attach_output, with_output
 from mule.effects._protocol import Finish
 from mule.effects._settings import MuleStreamFunction
-from mule.effects._state import RunState
 from mule.effects._transition import initial_state
 from mule.pi import (
     ZERO_USAGE,
@@ -31,6 +31,7 @@ from mule.pi import (
 )
 
 if TYPE_CHECKING:
+    from anyio.abc import TaskGroup
     from returns.future import FutureResult
 
 
@@ -82,8 +83,6 @@ async def run(
     if isinstance(wired, Failure):
         return wired
     full, box = wired.unwrap()
-    # The run is driven here, not in a helper coroutine: every resume of the calling task
-    # passes through each coroutine level between it and the interpreter (twice per delta).
     checked = check_input(full)
     if isinstance(checked, Failure):
         return checked
@@ -96,16 +95,66 @@ async def run(
     stream_fn = full.stream or _default_stream()
     state = initial_state(cfg, full.messages)
     interp = Interpreter(cfg, full.ports, stream_fn, full.retry_after_ms, controller)
+    run_signal = controller.signal
+    abortable = signal is not None
+    # A run needs a task group only for tools that run side by side, and for the watcher of a
+    # timeout signal's clock; any other run is the caller's task alone (a tool that runs alone
+    # runs in it too).
+    grouped = (cfg.tools and not cfg.sequential) or run_signal.deadline is not None
+    group: AbstractAsyncContextManager[TaskGroup | None] = (
+        anyio.create_task_group() if grouped else nullcontext()
+    )
+    # The run is driven here, not in helper coroutines: every resume of the calling task
+    # passes through each coroutine level between it and the interpreter (twice per delta).
+    # A run given no signal has nothing outside it that can abort its controller, so it needs
+    # no cancel scope and no abort listener.
     try:
-        # A run needs a task group only for tools that run side by side, and for the watcher
-        # of a timeout signal's clock; any other run is the caller's task alone (a tool that
-        # runs alone runs in it too).
-        if (cfg.tools and not cfg.sequential) or controller.signal.deadline is not None:
-            async with anyio.create_task_group() as tg:
-                interp.tg = tg
-                done = await _drive(interp, state, controller, signal is not None)
-        else:
-            done = await _drive(interp, state, controller, signal is not None)
+        async with group as tg:
+            interp.tg = tg
+            if tg is not None and run_signal.deadline is not None:
+                # The signal aborts when this wakes at its deadline; the run's end wakes it
+                # too (the abort below), so it is never cancelled (a cancelled task costs more,
+                # and on asyncio leaves a cycle of its cancellation's traceback for the
+                # collector).
+                tg.start_soon(run_signal.wait)
+            try:
+                finish: Finish | None = None
+                if abortable:
+
+                    def on_abort(_: AbortSignal) -> None:
+                        if not interp.ended:  # once run_end is out, the run's verdict stands
+                            scope.cancel()
+
+                    with anyio.CancelScope() as scope:
+                        run_signal.add_listener(on_abort)
+                        try:
+                            finish = await interp.drive(state)
+                        finally:
+                            run_signal.remove_listener(on_abort)
+                else:
+                    finish = await interp.drive(state)
+                if finish is None:
+                    finish = await interp.finish_cancelled(_reason_text(run_signal.reason))
+                done = finish
+            except anyio.get_cancelled_exc_class():
+                controller.abort(anyio.get_cancelled_exc_class().__name__)
+                with anyio.CancelScope(shield=True):
+                    await interp.finish_cancelled("The run's task was cancelled")
+                raise
+            finally:
+                # Work still in flight (tools after a failure, a timeout's watcher) sees the
+                # run end.
+                if not run_signal.aborted and (
+                    interp.tools or interp.inline is not None or run_signal.deadline is not None
+                ):
+                    controller.abort("the run ended")
+                await interp.release()
+                # Only tool tasks still running need cancelling. Cancelling a scope costs about
+                # 50 us of a short run on asyncio (anyio formats its reason with the task's repr
+                # and retries the delivery on the next loop cycle), so a run with nothing left
+                # to cancel skips it.
+                if interp.executing and tg is not None:
+                    tg.cancel_scope.cancel()
     finally:
         detach()
         interp.close()
@@ -124,59 +173,6 @@ def _attach(
     if box is None or isinstance(result, Failure):
         return cast("Result[MuleRunOutcome[OutputT], MuleError]", result)
     return Success(attach_output(result.unwrap(), box))
-
-
-async def _drive(
-    interp: Interpreter, state: RunState, controller: AbortController, abortable: bool
-) -> Finish:
-    """Drive the run to its `Finish`; the run's signal can abort it only when `abortable`.
-
-    A run given no signal has nothing outside it that can abort its controller, so it needs
-    no cancel scope and no abort listener.
-    """
-    run_signal = controller.signal
-    tg = interp.tg
-    if tg is not None and run_signal.deadline is not None:
-        # The signal aborts when this wakes at its deadline; the run's end wakes it too (the
-        # abort below), so it is never cancelled (a cancelled task costs more, and on asyncio
-        # leaves a cycle of its cancellation's traceback for the collector).
-        tg.start_soon(run_signal.wait)
-    try:
-        finish: Finish | None = None
-        if abortable:
-
-            def on_abort(_: AbortSignal) -> None:
-                if not interp.ended:  # once run_end is out, the run's verdict stands
-                    scope.cancel()
-
-            with anyio.CancelScope() as scope:
-                run_signal.add_listener(on_abort)
-                try:
-                    finish = await interp.drive(state)
-                finally:
-                    run_signal.remove_listener(on_abort)
-        else:
-            finish = await interp.drive(state)
-        if finish is None:
-            finish = await interp.finish_cancelled(_reason_text(run_signal.reason))
-        return finish
-    except anyio.get_cancelled_exc_class():
-        controller.abort(anyio.get_cancelled_exc_class().__name__)
-        with anyio.CancelScope(shield=True):
-            await interp.finish_cancelled("The run's task was cancelled")
-        raise
-    finally:
-        # Work still in flight (tools after a failure, a timeout's watcher) sees the run end.
-        if not run_signal.aborted and (
-            interp.tools or interp.inline is not None or run_signal.deadline is not None
-        ):
-            controller.abort("the run ended")
-        await interp.release()
-        # Only tool tasks still running need cancelling. Cancelling a scope costs about 50 us
-        # of a short run on asyncio (anyio formats its reason with the task's repr and retries
-        # the delivery on the next loop cycle), so a run with nothing left to cancel skips it.
-        if interp.executing and tg is not None:
-            tg.cancel_scope.cancel()
 
 
 def run_future(
