@@ -120,23 +120,7 @@ class AssistantMessageEventStream:
         return self
 
     async def __anext__(self) -> AssistantMessageEvent:
-        source = self._source
-        if source is not None and not self._queue and not self._done:
-            # The pull form's per-event path: what `_pull` and `push` do, without the queue.
-            try:
-                event = await source.__anext__()
-            except StopAsyncIteration:
-                self._exhausted()
-            else:
-                # (the await may have changed the stream: mypy cannot know)
-                if not (self._done or self._queue or self._waiter is not None):  # type: ignore[redundant-expr]
-                    kind = type(event)
-                    if kind is DoneEvent:
-                        self._finish(event.message)  # type: ignore[union-attr]
-                    elif kind is ErrorEvent:
-                        self._finish(event.error)  # type: ignore[union-attr]
-                    return event
-                self.push(event)  # the stream changed meanwhile: queued, read below
+        # (mule's loop reads batches: `next_batch` holds the per-read fast paths)
         while True:
             if self._queue:
                 return self._queue.popleft()
