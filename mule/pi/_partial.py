@@ -3,6 +3,11 @@
 Providers and scripted streams append deltas to a `PartialBuilder`; every event carries a
 snapshot that records only how many fragments each block had. Text is joined, and tool-call
 arguments parsed, only when somebody reads a snapshot's `partial`.
+
+A snapshot is one small object: the builder keeps a layout of its blocks (kind, fragments,
+fragment count, metadata), rebuilt only when the blocks change in a way a streamed delta of the
+last block does not (a block opens, metadata arrives, an earlier block grows). The last block's
+count is the snapshot's own, so a delta's snapshot costs O(1), whatever the number of blocks.
 """
 
 from __future__ import annotations
@@ -51,19 +56,32 @@ _Entry = tuple[BlockKind, _Fragments, int, tuple[object, ...]]
 
 
 class PartialSnapshot:
-    """An immutable view of the response at one event; materialised at most once."""
+    """An immutable view of the response at one event; materialised at most once.
 
-    __slots__ = ("_entries", "_head", "_message")
+    `layout` is the builder's blocks as of the event, the last one's fragment count aside:
+    that is `last`, so a delta of the last block shares the layout of the snapshot before it.
+    """
 
-    def __init__(self, head: AssistantMessage, entries: tuple[_Entry, ...]) -> None:
+    __slots__ = ("_head", "_last", "_layout", "_message")
+
+    def __init__(self, head: AssistantMessage, layout: tuple[_Entry, ...], last: int) -> None:
         self._head = head
-        self._entries = entries
+        self._layout = layout
+        self._last = last
         self._message: AssistantMessage | None = None
+
+    def entries(self) -> tuple[_Entry, ...]:
+        """Return each block as this snapshot saw it, the last one's count its own."""
+        layout = self._layout
+        if not layout:
+            return layout
+        kind, frags, _, meta = layout[-1]
+        return (*layout[:-1], (kind, frags, self._last, meta))
 
     def materialize(self) -> AssistantMessage:
         """Return the partial assistant message this snapshot stands for."""
         if self._message is None:
-            self._message = evolve(self._head, content=tuple(map(_block, self._entries)))
+            self._message = evolve(self._head, content=tuple(map(_block, self.entries())))
         return self._message
 
 
@@ -81,7 +99,7 @@ def _block(entry: _Entry) -> AssistantContent:
 class PartialBuilder:
     """Accumulates one streaming assistant message for a provider or a scripted stream."""
 
-    __slots__ = ("_frags", "_head", "_kinds", "_meta")
+    __slots__ = ("_frags", "_head", "_kinds", "_last_parts", "_layout", "_meta")
 
     def __init__(
         self,
@@ -104,6 +122,9 @@ class PartialBuilder:
         self._kinds: list[BlockKind] = []
         self._frags: list[_Fragments] = []
         self._meta: list[tuple[object, ...]] = []
+        # What snapshots share: the blocks' layout (None: stale) and the last block's parts.
+        self._layout: tuple[_Entry, ...] | None = ()
+        self._last_parts: list[str] = []
 
     # -- message-level fields -------------------------------------------------------------
     @property
@@ -157,9 +178,12 @@ class PartialBuilder:
         return self._kinds[index]
 
     def _open(self, kind: BlockKind, meta: tuple[object, ...], text: str = "") -> int:
+        frags = _Fragments(text)
         self._kinds.append(kind)
-        self._frags.append(_Fragments(text))
+        self._frags.append(frags)
         self._meta.append(meta)
+        self._layout = None
+        self._last_parts = frags.parts
         return len(self._kinds) - 1
 
     def open_text(self, text: str = "", signature: str | None = None) -> int:
@@ -178,7 +202,10 @@ class PartialBuilder:
 
     def append(self, index: int, delta: str) -> None:
         """Append a text, thinking or raw-argument fragment to a block."""
-        self._frags[index].parts.append(delta)
+        parts = self._frags[index].parts
+        parts.append(delta)
+        if parts is not self._last_parts:  # an earlier block grew: its count is the layout's
+            self._layout = None
 
     def text(self, index: int) -> str:
         """Return the full text (or raw argument JSON) of a block so far."""
@@ -187,17 +214,22 @@ class PartialBuilder:
 
     def replace_text(self, index: int, text: str) -> None:
         """Replace a block's text wholesale (earlier snapshots keep what they saw)."""
-        self._frags[index] = _Fragments(text)
+        frags = self._frags[index] = _Fragments(text)
+        if index == len(self._frags) - 1:
+            self._last_parts = frags.parts
+        self._layout = None
 
     def set_signature(self, index: int, signature: str | None) -> None:
         """Set a text or thinking block's signature."""
         meta = self._meta[index]
         self._meta[index] = (signature, *meta[1:])
+        self._layout = None
 
     def set_redacted(self, index: int, redacted: bool) -> None:
         """Mark a thinking block redacted."""
         signature, _ = self._meta[index]
         self._meta[index] = (signature, redacted)
+        self._layout = None
 
     def set_tool_call(
         self,
@@ -216,6 +248,7 @@ class PartialBuilder:
             final,
             error,
         )
+        self._layout = None
 
     def close_tool_call(self, index: int, arguments: JsonObject | None = None) -> ToolCall:
         """Fix a tool call's final arguments (parsed from its fragments unless given).
@@ -230,6 +263,7 @@ class PartialBuilder:
         else:
             args = arguments
         self._meta[index] = (call_id, name, sig, args, error)
+        self._layout = None
         return ToolCall(call_id, name, args, sig, None, error)  # type: ignore[arg-type]
 
     def block(self, index: int) -> AssistantContent:
@@ -238,16 +272,17 @@ class PartialBuilder:
         return _block((self._kinds[index], frags, len(frags.parts), self._meta[index]))
 
     def snapshot(self) -> PartialSnapshot:
-        """Take an immutable snapshot of the response so far, in O(blocks)."""
-        kinds, all_frags, metas = self._kinds, self._frags, self._meta
-        if len(all_frags) == 1:  # the common case, taken at every streamed delta
-            frags = all_frags[0]
-            return PartialSnapshot(self._head, ((kinds[0], frags, len(frags.parts), metas[0]),))
-        # the three lists grow together (`_open`)
-        entries = [
-            (kinds[i], frags, len(frags.parts), metas[i]) for i, frags in enumerate(all_frags)
-        ]
-        return PartialSnapshot(self._head, tuple(entries))
+        """Take an immutable snapshot of the response so far (O(1) after a delta)."""
+        layout = self._layout
+        if layout is None:  # the three lists grow together (`_open`)
+            kinds, metas = self._kinds, self._meta
+            layout = self._layout = tuple(
+                [
+                    (kinds[i], frags, len(frags.parts), metas[i])
+                    for i, frags in enumerate(self._frags)
+                ]
+            )
+        return PartialSnapshot(self._head, layout, len(self._last_parts))
 
     def message(
         self,
@@ -259,7 +294,7 @@ class PartialBuilder:
     ) -> AssistantMessage:
         """Materialise the message with its final stop reason (and how long it took)."""
         # One evolve of the head (what `snapshot().materialize()` and the changes would be).
-        content = tuple(map(_block, self.snapshot()._entries))
+        content = tuple(map(_block, self.snapshot().entries()))
         if error_message is None and timestamp is None and duration_ms is None:
             return evolve(self._head, content=content, stop_reason=stop_reason)
         changes: dict[str, Any] = {"content": content, "stop_reason": stop_reason}
