@@ -67,7 +67,7 @@ async def _produce(
             text = b.open_text()
             yield TextStartEvent(content_index=text, partial=b.snapshot())
         b.append(text, delta)
-        yield TextDeltaEvent(content_index=text, delta=delta, partial=b.snapshot())
+        yield TextDeltaEvent(text, delta, b.snapshot())  # positional, as the providers' parser
     for call_id, name, _ in turn.calls:
         await yield_now()
         i = b.open_tool_call(call_id, name)

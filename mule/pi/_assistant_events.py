@@ -104,8 +104,10 @@ class TextStartEvent(_PartialEvent):
 
 
 @final
-# Made per streamed delta: a frozen dict class sets its fields with fewer calls than a slotted one.
-@frozen(kw_only=True, eq=False, repr=False, slots=False)
+# Made per streamed delta: a frozen dict class sets its fields with fewer calls than a slotted
+# one, and positional arguments are allowed (`TextDeltaEvent(i, delta, snapshot)`), since a class
+# called with keywords costs CPython 3.11 a dict per call.
+@frozen(eq=False, repr=False, slots=False)
 class TextDeltaEvent(_PartialEvent):
     """Text was appended to the block at `content_index`.
 
@@ -157,7 +159,7 @@ class ThinkingStartEvent(_PartialEvent):
 
 
 @final
-@frozen(kw_only=True, eq=False, repr=False, slots=False)  # per delta: see TextDeltaEvent
+@frozen(eq=False, repr=False, slots=False)  # per delta: see TextDeltaEvent
 class ThinkingDeltaEvent(_PartialEvent):
     """Reasoning text was appended to the block at `content_index`.
 
@@ -209,7 +211,7 @@ class ToolCallStartEvent(_PartialEvent):
 
 
 @final
-@frozen(kw_only=True, eq=False, repr=False, slots=False)  # per delta: see TextDeltaEvent
+@frozen(eq=False, repr=False, slots=False)  # per delta: see TextDeltaEvent
 class ToolCallDeltaEvent(_PartialEvent):
     """A raw JSON fragment of the arguments of the tool call at `content_index`.
 

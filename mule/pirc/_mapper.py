@@ -515,8 +515,8 @@ class EventMapper:
             stream.usage(usage)
         block, cls = _DELTAS[kind]
         snapshot = stream.append(index, block, text)
-        event = cls(content_index=index, delta=text, partial=snapshot)
-        return MessageUpdate(run=run, turn=turn, message=ident, value=snapshot, event=event)
+        event = cls(index, text, snapshot)  # (positional: one per delta)
+        return MessageUpdate(run, turn, ident, snapshot, event)
 
     def _turn_end(self, data: Mapping[str, Any]) -> list[BridgeEvent]:
         run, turn = self._run, self._turn

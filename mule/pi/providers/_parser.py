@@ -295,7 +295,7 @@ class StreamParser:
             b.append(at, delta)
         kind = b.kind(at)
         cls = _DELTAS[kind]
-        self._out.append(cls(content_index=at, delta=delta, partial=b.snapshot()))
+        self._out.append(cls(at, delta, b.snapshot()))  # (positional: one per delta)
 
     def _end(self, at: int, arguments: JsonObject | None = None) -> None:
         """Close block `at` (a tool call's arguments parsed from its text unless given)."""
