@@ -81,7 +81,13 @@ class PartialSnapshot:
     def materialize(self) -> AssistantMessage:
         """Return the partial assistant message this snapshot stands for."""
         if self._message is None:
-            self._message = evolve(self._head, content=tuple(map(_block, self.entries())))
+            layout = self._layout
+            # (no block yet, as at `start`: the head is the message, its content empty)
+            self._message = (
+                evolve(self._head, content=tuple(map(_block, self.entries())))
+                if layout
+                else self._head
+            )
         return self._message
 
 
