@@ -210,6 +210,10 @@ class Interpreter:
         # cheaper than the signal's property (listeners run inside `abort()`, so it is as
         # current as `signal.fired`; a due timeout is still read from `signal.aborted`).
         fired = False
+        # This task, asked after each lifecycle event whether the listener cancelled one of
+        # its scopes: its public `has_pending_cancellation` is a fraction of a checkpoint's
+        # cost (no backend lookup per call), and the checkpoint that raises is awaited only then.
+        task = anyio.get_current_task()
 
         def on_abort(_: AbortSignal) -> None:
             nonlocal fired
@@ -244,7 +248,7 @@ class Interpreter:
                         # (after the listener, which may have cancelled this task's scope)
                         if not (ticks := ticks + 1) & 31:
                             await checkpoint()
-                        elif kind is not MessageUpdate:
+                        elif kind is not MessageUpdate and task.has_pending_cancellation():
                             await checkpoint_if_cancelled()
                         if (fired or (timed and signal.aborted)) and not self.ended:
                             return None
