@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import assert_never
+from typing import TypeVar, assert_never
 
 from attrs import evolve
 
@@ -42,6 +42,8 @@ from mule.pi import (
     ToolSchemaError,
 )
 
+_T = TypeVar("_T")
+
 INTERRUPTED_UNSAFE = "Tool call was interrupted and is not safe to replay"
 
 
@@ -50,7 +52,8 @@ class _Draft:
 
     A step may start, settle and emit several calls and move the cursor: the state gets one
     `RunningTools` where the step waits for the world, not a copy per change (and none when
-    the batch ends in the step).
+    the batch ends in the step). The per-call tuples are replaced only where a call changes
+    (`_put`), so the ones a step leaves alone pass to the next phase as they are.
     """
 
     __slots__ = (
@@ -67,11 +70,11 @@ class _Draft:
     def __init__(
         self,
         batch: ToolBatch,
-        results: list[MuleToolResult | None],
-        messages: list[ToolResultMessage | None],
-        durations: list[int | None],
+        results: tuple[MuleToolResult | None, ...],
+        messages: tuple[ToolResultMessage | None, ...],
+        durations: tuple[int | None, ...],
         cursor: int = 0,
-        prepared: list[int] | None = None,
+        prepared: tuple[int, ...] = (),
         running: int = 0,
         started_ms: int = 0,
     ) -> None:
@@ -80,7 +83,7 @@ class _Draft:
         self.messages = messages
         self.durations = durations
         self.cursor = cursor
-        self.prepared: list[int] = [] if prepared is None else prepared
+        self.prepared = prepared
         self.running = running
         self.started_ms = started_ms
 
@@ -89,11 +92,11 @@ class _Draft:
         """Return a draft of the batch `phase` is running."""
         return cls(
             phase.batch,
-            list(phase.results),
-            list(phase.messages),
-            list(phase.durations),
+            phase.results,
+            phase.messages,
+            phase.durations,
             phase.cursor,
-            list(phase.prepared),
+            phase.prepared,
             phase.running,
             phase.started_ms,
         )
@@ -102,11 +105,11 @@ class _Draft:
         """Return the phase of the batch as far as it has come."""
         return RunningTools(
             batch=self.batch,
-            results=tuple(self.results),
-            messages=tuple(self.messages),
-            durations=tuple(self.durations),
+            results=self.results,
+            messages=self.messages,
+            durations=self.durations,
             cursor=self.cursor,
-            prepared=tuple(self.prepared),
+            prepared=self.prepared,
             running=self.running,
             started_ms=self.started_ms,
         )
@@ -123,7 +126,7 @@ def start_batch(
         todo=tuple(range(n)),
         sequential=_any_sequential(t, calls),
     )
-    _advance(t, _Draft(batch, [None] * n, [None] * n, [None] * n))
+    _advance(t, _Draft(batch, (None,) * n, (None,) * n, (None,) * n))
 
 
 def truncated_call_text(name: str) -> str:
@@ -211,7 +214,7 @@ def begin_resume(t: Txn) -> None:
         todo=tuple(todo),
         sequential=_any_sequential(t, calls),
     )
-    _advance(t, _Draft(batch, results, messages, [None] * len(calls)))
+    _advance(t, _Draft(batch, tuple(results), tuple(messages), (None,) * len(calls)))
 
 
 def _advance(t: Txn, d: _Draft) -> None:
@@ -233,7 +236,7 @@ def _advance(t: Txn, d: _Draft) -> None:
     if d.prepared:
         d.running = len(d.prepared)
         d.started_ms = t.clock
-        _wait(t, d, StartTools(tuple(d.prepared)))
+        _wait(t, d, StartTools(d.prepared))
         return
     _result_phase(t, d)
 
@@ -318,9 +321,9 @@ def _settle(
         duration_ms=duration_ms,
     )
     t.cmds.append(end)
-    d.results[i] = result
+    d.results = _put(d.results, i, result)
     if duration_ms is not None:
-        d.durations[i] = duration_ms
+        d.durations = _put(d.durations, i, duration_ms)
 
 
 def on_tools(t: Txn, phase: RunningTools, fact: ToolFact) -> None:
@@ -337,7 +340,7 @@ def on_tools(t: Txn, phase: RunningTools, fact: ToolFact) -> None:
                     d.started_ms = t.clock
                     _wait(t, d, StartTools((i,)))
                     return
-                d.prepared.append(i)
+                d.prepared = (*d.prepared, i)
             else:
                 # As Pi 1.6.0 records a block's terminate: only when it is true.
                 result = error_result(prep.message, True if prep.terminate else None)
@@ -381,8 +384,13 @@ def on_tools(t: Txn, phase: RunningTools, fact: ToolFact) -> None:
             assert_never(fact)
 
 
+def _put(items: tuple[_T, ...], i: int, value: _T) -> tuple[_T, ...]:
+    """Return `items` with item `i` replaced."""
+    return (*items[:i], value, *items[i + 1 :])
+
+
 def _emit_result_message(t: Txn, d: _Draft, i: int) -> None:
-    d.messages[i] = _result_message(t, d, i)
+    d.messages = _put(d.messages, i, _result_message(t, d, i))
 
 
 def _result_message(t: Txn, d: _Draft, i: int) -> ToolResultMessage:
@@ -409,10 +417,11 @@ def _result_message(t: Txn, d: _Draft, i: int) -> ToolResultMessage:
 
 
 def _result_phase(t: Txn, d: _Draft) -> None:
-    messages = d.messages
+    messages = list(d.messages)
     for i, made in enumerate(messages):
         if made is None:
             messages[i] = _result_message(t, d, i)
+    d.messages = tuple(messages)
     _finish_batch(t, d)
 
 
