@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, assert_never
+from typing import TypeVar, assert_never
 
 from attrs import evolve
 
@@ -25,10 +25,7 @@ from mule.effects._protocol import (
     ToolPartArrived,
     ToolPrepared,
 )
-from mule.effects._state import (
-    Batch,
-    RunningTools,
-)
+from mule.effects._state import RunningTools, ToolBatch
 from mule.effects._tools import (
     MuleToolPrepared,
     MuleToolResult,
@@ -45,27 +42,91 @@ from mule.pi import (
     ToolSchemaError,
 )
 
+_T = TypeVar("_T")
+
 INTERRUPTED_UNSAFE = "Tool call was interrupted and is not safe to replay"
+
+
+class _Draft:
+    """A tool batch's progress within one step, changed in place; `phase()` freezes it.
+
+    A step may start, settle and emit several calls and move the cursor: the state gets one
+    `RunningTools` where the step waits for the world, not a copy per change (and none when
+    the batch ends in the step). The per-call tuples are replaced only where a call changes
+    (`_put`), so the ones a step leaves alone pass to the next phase as they are.
+    """
+
+    __slots__ = (
+        "batch",
+        "cursor",
+        "durations",
+        "messages",
+        "prepared",
+        "results",
+        "running",
+        "started_ms",
+    )
+
+    def __init__(
+        self,
+        batch: ToolBatch,
+        results: tuple[MuleToolResult | None, ...],
+        messages: tuple[ToolResultMessage | None, ...],
+        durations: tuple[int | None, ...],
+        cursor: int = 0,
+        prepared: tuple[int, ...] = (),
+        running: int = 0,
+        started_ms: int = 0,
+    ) -> None:
+        self.batch = batch
+        self.results = results
+        self.messages = messages
+        self.durations = durations
+        self.cursor = cursor
+        self.prepared = prepared
+        self.running = running
+        self.started_ms = started_ms
+
+    @classmethod
+    def of(cls, phase: RunningTools) -> _Draft:
+        """Return a draft of the batch `phase` is running."""
+        return cls(
+            phase.batch,
+            phase.results,
+            phase.messages,
+            phase.durations,
+            phase.cursor,
+            phase.prepared,
+            phase.running,
+            phase.started_ms,
+        )
+
+    def phase(self) -> RunningTools:
+        """Return the phase of the batch as far as it has come."""
+        return RunningTools(
+            batch=self.batch,
+            results=self.results,
+            messages=self.messages,
+            durations=self.durations,
+            cursor=self.cursor,
+            prepared=self.prepared,
+            running=self.running,
+            started_ms=self.started_ms,
+        )
 
 
 def start_batch(
     t: Txn, message: AssistantMessage, message_id: MuleIdentity, calls: tuple[ToolCall, ...]
 ) -> None:
     n = len(calls)
-    batch = Batch(
+    batch = ToolBatch(
         message=message,
         calls=calls,
         ids=tuple(t.ident("tool_call", message_id) for _ in calls),
         todo=tuple(range(n)),
-        results=(None,) * n,
-        messages=(None,) * n,
         sequential=_any_sequential(t, calls),
-        cursor=0,
-        prepared=(),
-        running=0,
-        durations=(None,) * n,
     )
-    _advance(t, batch)
+    _advance(t, _Draft(batch, (None,) * n, (None,) * n, (None,) * n))
 
 
 def truncated_call_text(name: str) -> str:
@@ -146,44 +207,44 @@ def begin_resume(t: Txn) -> None:
             results.append(None)
             messages.append(None)
             todo.append(i)
-    batch = Batch(
+    batch = ToolBatch(
         message=message,
         calls=calls,
         ids=tuple(t.ident("tool_call", mid) for _ in calls),
         todo=tuple(todo),
-        results=tuple(results),
-        messages=tuple(messages),
         sequential=_any_sequential(t, calls),
-        cursor=0,
-        prepared=(),
-        running=0,
-        durations=(None,) * len(calls),
     )
-    _advance(t, batch)
+    _advance(t, _Draft(batch, tuple(results), tuple(messages), (None,) * len(calls)))
 
 
-def _advance(t: Txn, batch: Batch) -> None:
+def _advance(t: Txn, d: _Draft) -> None:
     """Move a batch forward until it must wait for the world, or it is complete."""
-    if batch.sequential:
-        _advance_sequential(t, batch)
+    if d.batch.sequential:
+        _advance_sequential(t, d)
         return
     # Parallel pass 1: start and prepare each call in source order.
-    while batch.cursor < len(batch.todo):
-        i = batch.todo[batch.cursor]
-        gated = _start_call(t, batch, i)
+    todo = d.batch.todo
+    while d.cursor < len(todo):
+        i = todo[d.cursor]
+        gated = _start_call(t, d.batch, i)
         if type(gated) is ToolCall:
-            t.phase = RunningTools(batch)
-            t.cmds.append(PrepareTool(i, gated))
+            _wait(t, d, PrepareTool(i, gated))
             return
-        batch = _settle(t, batch, i, gated)
-        batch = evolve(batch, cursor=batch.cursor + 1)
+        _settle(t, d, i, gated)
+        d.cursor += 1
     # Pass 2: only now do the prepared calls execute, all at once.
-    if batch.prepared:
-        batch = evolve(batch, running=len(batch.prepared), started_ms=t.clock)
-        t.phase = RunningTools(batch)
-        t.cmds.append(StartTools(batch.prepared))
+    if d.prepared:
+        d.running = len(d.prepared)
+        d.started_ms = t.clock
+        _wait(t, d, StartTools(d.prepared))
         return
-    _result_phase(t, batch)
+    _result_phase(t, d)
+
+
+def _wait(t: Txn, d: _Draft, cmd: PrepareTool | StartTools) -> None:
+    """End the step waiting for `cmd`'s answer, the batch's progress its phase."""
+    t.phase = d.phase()
+    t.cmds.append(cmd)
 
 
 def _any_sequential(t: Txn, calls: tuple[ToolCall, ...]) -> bool:
@@ -198,27 +259,27 @@ def _any_sequential(t: Txn, calls: tuple[ToolCall, ...]) -> bool:
     return False
 
 
-def _advance_sequential(t: Txn, batch: Batch) -> None:
+def _advance_sequential(t: Txn, d: _Draft) -> None:
+    batch = d.batch
     n = len(batch.calls)
-    while batch.cursor < n:
-        i = batch.cursor
+    while d.cursor < n:
+        i = d.cursor
         if i not in batch.todo:
-            if batch.messages[i] is None:
-                batch = _emit_result_message(t, batch, i)
-            batch = evolve(batch, cursor=i + 1)
+            if d.messages[i] is None:
+                _emit_result_message(t, d, i)
+            d.cursor = i + 1
             continue
         gated = _start_call(t, batch, i)
         if type(gated) is ToolCall:
-            t.phase = RunningTools(batch)
-            t.cmds.append(PrepareTool(i, gated))
+            _wait(t, d, PrepareTool(i, gated))
             return
-        batch = _settle(t, batch, i, gated)
-        batch = _emit_result_message(t, batch, i)
-        batch = evolve(batch, cursor=i + 1)
-    _finish_batch(t, batch)
+        _settle(t, d, i, gated)
+        _emit_result_message(t, d, i)
+        d.cursor = i + 1
+    _finish_batch(t, d)
 
 
-def _start_call(t: Txn, batch: Batch, i: int) -> MuleToolResult | ToolCall:
+def _start_call(t: Txn, batch: ToolBatch, i: int) -> MuleToolResult | ToolCall:
     """Emit the call's start; return an immediate error result, or the call to prepare.
 
     The call to prepare carries the gate's coerced arguments (what Pi hands its tool); the
@@ -244,17 +305,13 @@ def _start_call(t: Txn, batch: Batch, i: int) -> MuleToolResult | ToolCall:
 
 
 def _settle(
-    t: Txn,
-    batch: Batch,
-    i: int,
-    result: MuleToolResult,
-    running: int | None = None,
-    duration_ms: int | None = None,
-) -> Batch:
-    """Record a call's final result and emit its end (and set `running`, if given).
+    t: Txn, d: _Draft, i: int, result: MuleToolResult, duration_ms: int | None = None
+) -> None:
+    """Record a call's final result and emit its end.
 
     `duration_ms` is the execution's time, for a call that ran (Pi 1.6.0's `durationMs`).
     """
+    batch = d.batch
     end = ToolExecutionEnd(
         run=t.cfg.run,
         turn=t.current_turn(),
@@ -264,39 +321,34 @@ def _settle(
         duration_ms=duration_ms,
     )
     t.cmds.append(end)
-    results = list(batch.results)
-    results[i] = result
-    changes: dict[str, Any] = {"results": tuple(results)}
-    if running is not None:
-        changes["running"] = running
+    d.results = _put(d.results, i, result)
     if duration_ms is not None:
-        durations = list(batch.durations)
-        durations[i] = duration_ms
-        changes["durations"] = tuple(durations)
-    return evolve(batch, **changes)
+        d.durations = _put(d.durations, i, duration_ms)
 
 
-def on_tools(t: Txn, batch: Batch, fact: ToolFact) -> None:
-    sequential = batch.sequential
+def on_tools(t: Txn, phase: RunningTools, fact: ToolFact) -> None:
+    batch = phase.batch
     match fact:
         case ToolPrepared():
             t.clock = max(t.clock, fact.now_ms)
             i = fact.index
             prep = fact.preparation
+            d = _Draft.of(phase)
             if isinstance(prep, MuleToolPrepared):
-                if sequential:
-                    t.phase = RunningTools(evolve(batch, running=1, started_ms=t.clock))
-                    t.cmds.append(StartTools((i,)))
+                if batch.sequential:
+                    d.running = 1
+                    d.started_ms = t.clock
+                    _wait(t, d, StartTools((i,)))
                     return
-                batch = evolve(batch, prepared=(*batch.prepared, i), cursor=batch.cursor + 1)
+                d.prepared = (*d.prepared, i)
             else:
                 # As Pi 1.6.0 records a block's terminate: only when it is true.
                 result = error_result(prep.message, True if prep.terminate else None)
-                batch = _settle(t, batch, i, result)
-                if sequential:
-                    batch = _emit_result_message(t, batch, i)
-                batch = evolve(batch, cursor=batch.cursor + 1)
-            _advance(t, batch)
+                _settle(t, d, i, result)
+                if batch.sequential:
+                    _emit_result_message(t, d, i)
+            d.cursor += 1
+            _advance(t, d)
         case ToolPartArrived():
             t.clock = max(t.clock, fact.now_ms)
             i = fact.index
@@ -312,19 +364,19 @@ def on_tools(t: Txn, batch: Batch, fact: ToolFact) -> None:
                     )
                 )
                 t.cmds.append(PullTool(i))
-                t.phase = RunningTools(batch)
-                return
-            took = max(0, t.clock - batch.started_ms)
-            batch = _settle(t, batch, i, part.result, batch.running - 1, took)
+                return  # the phase as it was
+            d = _Draft.of(phase)
+            _settle(t, d, i, part.result, max(0, t.clock - phase.started_ms))
+            d.running -= 1
             t.cmds.append(CloseTool(i))
-            if sequential:
-                batch = _emit_result_message(t, batch, i)
-                batch = evolve(batch, cursor=batch.cursor + 1)
-                _advance(t, batch)
-            elif batch.running == 0:
-                _result_phase(t, batch)
+            if batch.sequential:
+                _emit_result_message(t, d, i)
+                d.cursor += 1
+                _advance(t, d)
+            elif d.running == 0:
+                _result_phase(t, d)
             else:
-                t.phase = RunningTools(batch)
+                t.phase = d.phase()
         case ToolExhausted():
             name = batch.calls[fact.index].name
             fail_run(t, MuleError("tool", f"tool {name} finished without a result part"))
@@ -332,15 +384,19 @@ def on_tools(t: Txn, batch: Batch, fact: ToolFact) -> None:
             assert_never(fact)
 
 
-def _emit_result_message(t: Txn, batch: Batch, i: int) -> Batch:
-    messages = list(batch.messages)
-    messages[i] = _result_message(t, batch, i)
-    return evolve(batch, messages=tuple(messages))
+def _put(items: tuple[_T, ...], i: int, value: _T) -> tuple[_T, ...]:
+    """Return `items` with item `i` replaced."""
+    return (*items[:i], value, *items[i + 1 :])
 
 
-def _result_message(t: Txn, batch: Batch, i: int) -> ToolResultMessage:
+def _emit_result_message(t: Txn, d: _Draft, i: int) -> None:
+    d.messages = _put(d.messages, i, _result_message(t, d, i))
+
+
+def _result_message(t: Txn, d: _Draft, i: int) -> ToolResultMessage:
     """Make call `i`'s result message, emit its start and end, add it to the new messages."""
-    call, result = batch.calls[i], batch.results[i]
+    batch = d.batch
+    call, result = batch.calls[i], d.results[i]
     assert result is not None
     message = ToolResultMessage(
         tool_call_id=call.id,
@@ -350,7 +406,7 @@ def _result_message(t: Txn, batch: Batch, i: int) -> ToolResultMessage:
         timestamp=t.clock,
         details=result.details,
         usage=result.usage,
-        duration_ms=batch.durations[i] if batch.durations else None,
+        duration_ms=d.durations[i],
     )
     rid = t.ident("tool_result", batch.ids[i])
     turn = t.current_turn()
@@ -360,21 +416,21 @@ def _result_message(t: Txn, batch: Batch, i: int) -> ToolResultMessage:
     return message
 
 
-def _result_phase(t: Txn, batch: Batch) -> None:
-    messages = list(batch.messages)
+def _result_phase(t: Txn, d: _Draft) -> None:
+    messages = list(d.messages)
     for i, made in enumerate(messages):
         if made is None:
-            messages[i] = _result_message(t, batch, i)
-    _finish_batch(t, evolve(batch, messages=tuple(messages)))
+            messages[i] = _result_message(t, d, i)
+    d.messages = tuple(messages)
+    _finish_batch(t, d)
 
 
-def _finish_batch(t: Txn, batch: Batch) -> None:
-    messages = tuple(m for m in batch.messages if m is not None)
+def _finish_batch(t: Txn, d: _Draft) -> None:
+    messages = tuple(m for m in d.messages if m is not None)
     t.context += messages
-    terminate = bool(batch.results) and all(
-        r is not None and r.terminate is True for r in batch.results
-    )
-    end_turn(t, batch.message, messages, more=not terminate)
+    results = d.results
+    terminate = bool(results) and all(r is not None and r.terminate is True for r in results)
+    end_turn(t, d.batch.message, messages, more=not terminate)
 
 
 __all__ = ["INTERRUPTED_UNSAFE", "truncated_call_text"]

@@ -77,6 +77,7 @@ from mule.pi import (
     AssistantMessage,
     AssistantMessageEvent,
     AssistantMessageEventStream,
+    StreamOptions,
     child_controller,
     now_ms,
 )
@@ -138,6 +139,7 @@ class Interpreter:
         "last_event",
         "listener",
         "names",
+        "options",
         "ports",
         "prepared",
         "retry_after_ms",
@@ -173,6 +175,8 @@ class Interpreter:
         self.detach_attempt: Any = None
         self.deadline: float | None = None
         self.last_event: object = None  # a timed pull's last event (its partial, on idling)
+        # The last attempt's options as the machine gave them, and with the run's signal.
+        self.options: tuple[StreamOptions, StreamOptions] | None = None
         self.prepared: dict[int, MuleToolPrepared[ToolExecution]] = {}
         self.names: dict[int, str] = {}
         self.tools: dict[int, _ToolRun] = {}
@@ -206,6 +210,10 @@ class Interpreter:
         # cheaper than the signal's property (listeners run inside `abort()`, so it is as
         # current as `signal.fired`; a due timeout is still read from `signal.aborted`).
         fired = False
+        # This task, asked after each lifecycle event whether the listener cancelled one of
+        # its scopes: its public `has_pending_cancellation` is a fraction of a checkpoint's
+        # cost (no backend lookup per call), and the checkpoint that raises is awaited only then.
+        task = anyio.get_current_task()
 
         def on_abort(_: AbortSignal) -> None:
             nonlocal fired
@@ -240,7 +248,7 @@ class Interpreter:
                         # (after the listener, which may have cancelled this task's scope)
                         if not (ticks := ticks + 1) & 31:
                             await checkpoint()
-                        elif kind is not MessageUpdate:
+                        elif kind is not MessageUpdate and task.has_pending_cancellation():
                             await checkpoint_if_cancelled()
                         if (fired or (timed and signal.aborted)) and not self.ended:
                             return None
@@ -336,8 +344,13 @@ class Interpreter:
             self.detach_attempt()
             self.detach_attempt = None
         if self.idle_s is None:
-            # Nothing aborts an attempt but the run: the stream gets the run's signal.
-            options = attrs.evolve(cmd.options, signal=self.signal)
+            # Nothing aborts an attempt but the run: the stream gets the run's signal. The
+            # machine hands the run's own options for every attempt (unless a key hook gave a
+            # key): given the signal once, they serve each attempt.
+            mine = self.options
+            if mine is None or mine[0] is not cmd.options:
+                mine = self.options = (cmd.options, attrs.evolve(cmd.options, signal=self.signal))
+            options = mine[1]
         else:  # an idle timeout aborts this attempt alone
             self.attempt, self.detach_attempt = child_controller(self.signal)
             options = attrs.evolve(cmd.options, signal=self.attempt.signal)

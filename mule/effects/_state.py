@@ -130,26 +130,15 @@ class BackingOff:
 
 @final
 @frozen
-class Batch:
-    """One assistant message's tool calls, from the first start to the last result message."""
+class ToolBatch:
+    """One assistant message's tool calls: what does not change while they run (made once)."""
 
     message: AssistantMessage
     calls: tuple[ToolCall, ...]
     ids: tuple[MuleIdentity, ...]
     # Which calls run (resume may settle some from checkpoints); in source order.
     todo: tuple[int, ...]
-    results: tuple[MuleToolResult | None, ...]
-    # Result messages built so far; on resume, committed ones are reused verbatim.
-    messages: tuple[ToolResultMessage | None, ...]
     sequential: bool
-    # Parallel: position in `todo` of the prepare pass; sequential: the call index.
-    cursor: int
-    prepared: tuple[int, ...]
-    running: int
-    # Pi 1.6.0's durationMs: when the running calls started (one at a time when sequential,
-    # together when parallel), and each settled call's execution time (None: it never ran).
-    started_ms: int = 0
-    durations: tuple[int | None, ...] = ()
 
     __repr__ = fields_repr
 
@@ -157,9 +146,24 @@ class Batch:
 @final
 @frozen
 class RunningTools:
-    """A tool batch is in progress."""
+    """A tool batch is in progress: the batch, and how far each of its calls has come.
 
-    batch: Batch
+    A step that moves the batch builds one `RunningTools` at its end (the batch's draft in
+    `mule.effects._batch`), not a copy per change.
+    """
+
+    batch: ToolBatch
+    results: tuple[MuleToolResult | None, ...]
+    # Result messages built so far; on resume, committed ones are reused verbatim.
+    messages: tuple[ToolResultMessage | None, ...]
+    # Pi 1.6.0's durationMs: each settled call's execution time (None: it never ran).
+    durations: tuple[int | None, ...]
+    # Parallel: position in `todo` of the prepare pass; sequential: the call index.
+    cursor: int
+    prepared: tuple[int, ...]
+    running: int
+    # When the running calls started (one at a time when sequential, together when parallel).
+    started_ms: int
 
     __repr__ = fields_repr
 
@@ -230,7 +234,6 @@ __all__ = [
     "AwaitingRetryAfter",
     "AwaitingStop",
     "BackingOff",
-    "Batch",
     "NotStarted",
     "Over",
     "Phase",
@@ -240,4 +243,5 @@ __all__ = [
     "RunState",
     "RunningTools",
     "Streaming",
+    "ToolBatch",
 ]

@@ -166,7 +166,7 @@ def _on_slept(t: Txn, phase: BackingOff, fact: Slept) -> None:
 
 
 def _on_tool_fact(t: Txn, phase: RunningTools, fact: ToolFact) -> None:
-    on_tools(t, phase.batch, fact)
+    on_tools(t, phase, fact)
 
 
 def _on_cancel(t: Txn, phase: Phase, fact: CancelRequested) -> None:
