@@ -1,4 +1,4 @@
-"""Pi's assistant-message stream events, with snapshots that cost O(blocks) to take."""
+"""Pi's assistant-message stream events, with lazy snapshots of the response so far."""
 
 from __future__ import annotations
 

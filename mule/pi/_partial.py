@@ -1,4 +1,4 @@
-"""The response-so-far of a streaming assistant message, with O(blocks) immutable snapshots.
+"""The response-so-far of a streaming assistant message, with immutable snapshots (O(1) per delta).
 
 Providers and scripted streams append deltas to a `PartialBuilder`; every event carries a
 snapshot that records only how many fragments each block had. Text is joined, and tool-call
