@@ -3,9 +3,9 @@
 Since pi 0.84 a `message_update` carries only its `assistantMessageEvent` (without `partial`)
 and the usage so far; the response so far is the client's to build, from the assistant's
 `message_start` to its `message_end` (which stays authoritative). `DeltaAssembly` appends
-each delta to a `mule.pi.PartialBuilder` and hands out its snapshots (O(1) for a delta of the last block), so an update
-costs the same however long the answer grows, and text is joined only when someone reads a
-snapshot.
+each delta to a `mule.pi.PartialBuilder` and hands out its snapshots (O(1) for a delta of the
+last block), so an update costs the same however long the answer grows, and text is joined
+only when someone reads a snapshot.
 """
 
 from __future__ import annotations
