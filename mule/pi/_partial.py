@@ -70,23 +70,20 @@ class PartialSnapshot:
         self._last = last
         self._message: AssistantMessage | None = None
 
-    def entries(self) -> tuple[_Entry, ...]:
-        """Return each block as this snapshot saw it, the last one's count its own."""
+    def _content(self) -> tuple[AssistantContent, ...]:
+        """Return each block as this snapshot saw it (the last one's count its own)."""
         layout = self._layout
         if not layout:
-            return layout
+            return ()
         kind, frags, _, meta = layout[-1]
-        return (*layout[:-1], (kind, frags, self._last, meta))
+        return (*map(_block, layout[:-1]), _block((kind, frags, self._last, meta)))
 
     def materialize(self) -> AssistantMessage:
         """Return the partial assistant message this snapshot stands for."""
         if self._message is None:
-            layout = self._layout
             # (no block yet, as at `start`: the head is the message, its content empty)
             self._message = (
-                evolve(self._head, content=tuple(map(_block, self.entries())))
-                if layout
-                else self._head
+                evolve(self._head, content=self._content()) if self._layout else self._head
             )
         return self._message
 
@@ -300,7 +297,7 @@ class PartialBuilder:
     ) -> AssistantMessage:
         """Materialise the message with its final stop reason (and how long it took)."""
         # One evolve of the head (what `snapshot().materialize()` and the changes would be).
-        content = tuple(map(_block, self.snapshot().entries()))
+        content = self.snapshot()._content()
         if error_message is None and timestamp is None and duration_ms is None:
             return evolve(self._head, content=content, stop_reason=stop_reason)
         changes: dict[str, Any] = {"content": content, "stop_reason": stop_reason}
