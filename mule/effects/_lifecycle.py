@@ -105,7 +105,7 @@ class MessageStart:
 
 
 @final
-@frozen(eq=False, slots=False)  # made per streamed delta: a dict class is set up with fewer calls
+@frozen(eq=False, slots=False, init=False)  # per streamed delta: a dict class sets up faster
 class MessageUpdate:
     """An assistant attempt streamed `event`; `value` is the response so far (a snapshot).
 
@@ -125,6 +125,24 @@ class MessageUpdate:
     _value: AssistantMessage | PartialSource = field(alias="value", repr=False)
     event: AssistantMessageEvent
     type: ClassVar[Literal["message_update"]] = "message_update"
+
+    # Made per streamed delta, so written out (attrs' frozen `__init__` sets the same dict
+    # entries, and fetches a bound `object.__setattr__` a dict class never calls); a test
+    # checks it sets exactly the attrs fields.
+    def __init__(
+        self,
+        run: MuleIdentity,
+        turn: MuleIdentity,
+        message: MuleIdentity,
+        value: AssistantMessage | PartialSource,
+        event: AssistantMessageEvent,
+    ) -> None:
+        d = self.__dict__
+        d["run"] = run
+        d["turn"] = turn
+        d["message"] = message
+        d["_value"] = value
+        d["event"] = event
 
     @property
     def value(self) -> AssistantMessage:
