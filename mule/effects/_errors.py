@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from traceback import format_tb
 from typing import Literal, TypeAlias, final
 
 from attrs import field, frozen
@@ -87,13 +88,19 @@ def error_from(phase: MulePhase, what: str, exc: BaseException) -> MuleError:
     Called where the exception is caught: its traceback loses that first frame, the
     interpreter's, which holds the run that will hold this error (a reference cycle that would
     leave every failed run to the garbage collector); it keeps the frames from the callback
-    down, where it was raised.
+    down, where it was raised. A callback called, not awaited (an emit port that answers at
+    once), left frames that link back to the catching one as their caller: those are not
+    kept, and their text is the exception's note instead (the traceback as it would print).
     """
     if isinstance(exc, MuleRunFailed):
         return exc.error
     tb = exc.__traceback__
     if tb is not None:
-        exc.__traceback__ = tb.tb_next
+        catcher = tb.tb_frame
+        tb = exc.__traceback__ = tb.tb_next
+        if tb is not None and tb.tb_frame.f_back is catcher:
+            exc.add_note("Traceback (the callback's frames):\n" + "".join(format_tb(tb)).rstrip())
+            exc.__traceback__ = None
     return MuleError(phase, f"{what}: {describe(exc)}", exc)
 
 

@@ -25,7 +25,7 @@ from returns.result import Failure, Result, Success
 
 from mule.effects._errors import MuleError, MulePhase, error_from
 from mule.effects._lifecycle import EVENT_TYPES, MessageUpdate, MuleEvent, RunEnd
-from mule.effects._ports import Ports
+from mule.effects._ports import Ports, emit_to
 from mule.effects._protocol import (
     AskFollowUp,
     AskRetryAfter,
@@ -242,7 +242,9 @@ class Interpreter:
                                 await checkpoint()
                             continue
                         try:
-                            res = await listener(cmd, signal)  # type: ignore[arg-type]
+                            res = listener(cmd, signal)  # type: ignore[arg-type]
+                            if type(res) is not Success and type(res) is not Failure:
+                                res = await res  # type: ignore[misc]  # an async port answers later
                         except Exception as exc:  # a Result listener that raised anyway
                             res = Failure(error_from("listener", "the listener raised", exc))
                         # (after the listener, which may have cancelled this task's scope)
@@ -286,7 +288,9 @@ class Interpreter:
                                         await checkpoint()
                                     continue
                                 try:
-                                    res = await listener(update, signal)
+                                    res = listener(update, signal)
+                                    if type(res) is not Success and type(res) is not Failure:
+                                        res = await res  # type: ignore[misc]
                                 except Exception as exc:  # a Result listener that raised anyway
                                     res = Failure(
                                         error_from("listener", "the listener raised", exc)
@@ -328,7 +332,7 @@ class Interpreter:
             if type(cmd) in _EVENTS:
                 if self.listener is not None:
                     try:
-                        res = await self.listener(cast(MuleEvent, cmd), self.signal)
+                        res = await emit_to(self.listener, cast(MuleEvent, cmd), self.signal)
                     except Exception as exc:
                         res = Failure(error_from("listener", "the listener raised", exc))
                     if isinstance(res, Failure):

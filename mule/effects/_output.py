@@ -19,7 +19,7 @@ from mule.effects._errors import MuleError
 from mule.effects._inputs import MulePortsInput
 from mule.effects._lifecycle import MuleEvent
 from mule.effects._outcome import MuleCompletedTurn, MuleRunOutcome, OutputT
-from mule.effects._ports import Ports
+from mule.effects._ports import Ports, emit_to
 from mule.effects._tool_types import ToolSignatureError, decode, schema_for
 from mule.effects._tools import (
     MuleCallPreparation,
@@ -150,7 +150,7 @@ def _ports(ports: Ports, output_type: Any, wrapped: bool, box: OutputBox) -> Por
             # many (the host's listener sees this event first, as any other).
             box.failures += 1
             box.why = "".join(getattr(b, "text", "") for b in event.result.content)
-        return _OK if inner_emit is None else await inner_emit(event, signal)
+        return _OK if inner_emit is None else await emit_to(inner_emit, event, signal)
 
     async def stop(turn: MuleCompletedTurn, signal: AbortSignal) -> Result[bool, MuleError]:
         if box.exhausted():

@@ -22,7 +22,11 @@ from mule.effects._outcome import MuleCompletedTurn
 from mule.effects._tools import MuleCallPreparation
 from mule.pi import AbortSignal, Message, ToolCall
 
-EmitPort: TypeAlias = Callable[[MuleEvent, AbortSignal], Awaitable[Result[None, MuleError]]]
+# An emit port answers a Result, or an awaitable of one: a listener that never awaits (most
+# do not) answers at once, and the run makes no coroutine for each of its events.
+EmitPort: TypeAlias = Callable[
+    [MuleEvent, AbortSignal], Result[None, MuleError] | Awaitable[Result[None, MuleError]]
+]
 ResolveKeyPort: TypeAlias = Callable[[str, AbortSignal], Awaitable[Result[str | None, MuleError]]]
 PollPort: TypeAlias = Callable[[AbortSignal], Awaitable[Result[tuple[Message, ...], MuleError]]]
 StopPort: TypeAlias = Callable[[MuleCompletedTurn, AbortSignal], Awaitable[Result[bool, MuleError]]]
@@ -36,13 +40,16 @@ PreparePort: TypeAlias = Callable[
 class Ports:
     """A run's doors to its host, each Result-returning (build them with `mule.promise.ports`).
 
-    `emit` receives every event (awaited: back-pressure); `resolve_key` answers before each
-    model call; `steering` and `follow_up` are Pi's message polls; `should_stop` is asked after
-    each turn; `prepare_tool` decodes and authorises one call of a declared tool (only calls
-    that passed the tool's schema gate reach it, carrying the gate's coerced arguments).
+    `emit` receives every event (back-pressure: the run waits for its answer); `resolve_key`
+    answers before each model call; `steering` and `follow_up` are Pi's message polls;
+    `should_stop` is asked after each turn; `prepare_tool` decodes and authorises one call of a
+    declared tool (only calls that passed the tool's schema gate reach it, carrying the gate's
+    coerced arguments).
 
     Attributes:
-        emit: Receives every event; awaited (back-pressure).
+        emit: Receives every event and answers a `Result`, at once or as an awaitable
+            (awaited: back-pressure). A listener that never awaits can answer at once, and
+            saves the run a coroutine per event.
         resolve_key: Answers the API key before each model call.
         steering: Pi's steering poll: messages to inject before the next model call.
         follow_up: Pi's follow-up poll: messages that start another turn when the run would
@@ -63,4 +70,18 @@ class Ports:
     __repr__ = fields_repr
 
 
-__all__ = ["EmitPort", "PollPort", "Ports", "PreparePort", "ResolveKeyPort", "StopPort"]
+async def emit_to(port: EmitPort, event: MuleEvent, signal: AbortSignal) -> Result[None, MuleError]:
+    """Give `event` to an emit port and return its answer, awaited when it answers later."""
+    answer = port(event, signal)
+    return answer if isinstance(answer, Result) else await answer
+
+
+__all__ = [
+    "EmitPort",
+    "PollPort",
+    "Ports",
+    "PreparePort",
+    "ResolveKeyPort",
+    "StopPort",
+    "emit_to",
+]

@@ -21,6 +21,7 @@ from mule.effects._errors import MuleError
 from mule.effects._inputs import MulePortsInput
 from mule.effects._lifecycle import MuleEvent
 from mule.effects._outcome import MuleRunOutcome, OutputT
+from mule.effects._ports import emit_to
 from mule.effects._root import run
 from mule.pi import AbortController, AbortSignal, child_controller
 
@@ -131,7 +132,7 @@ class RunStream(Generic[OutputT]):
 
     async def _listen(self, event: MuleEvent, signal: AbortSignal) -> Result[None, MuleError]:
         if self._tap is not None:
-            tapped = await self._tap(event, signal)
+            tapped = await emit_to(self._tap, event, signal)
             if isinstance(tapped, Failure):
                 return tapped
         if self._closed:

@@ -45,8 +45,10 @@ _OK: Result[None, MuleError] = Success(None)
 def emit_port(listener: MulePromiseListener | None) -> EmitPort | None:
     """Return a plain listener (sync or async) as the core's emit port.
 
-    A listener that cannot be called as `listener(event, signal)` is a `TypeError` here,
-    before any run starts (`check_listener`).
+    A plain function's port answers at once (no coroutine per event), or, when the function
+    returned an awaitable, answers with one that awaits it; a coroutine function's port is
+    async. A listener that cannot be called as `listener(event, signal)` is a `TypeError`
+    here, before any run starts (`check_listener`).
     """
     if listener is None:
         return None
@@ -60,13 +62,20 @@ def emit_port(listener: MulePromiseListener | None) -> EmitPort | None:
 
         return emit_async
 
-    async def emit(event: MuleEvent, signal: AbortSignal) -> Result[None, MuleError]:
+    def emit(
+        event: MuleEvent, signal: AbortSignal
+    ) -> Result[None, MuleError] | Awaitable[Result[None, MuleError]]:
         answer = call(event, signal)
         if answer is not None and inspect.isawaitable(answer):
-            await answer
+            return _awaited(answer)
         return _OK
 
     return emit
+
+
+async def _awaited(answer: Awaitable[object]) -> Result[None, MuleError]:
+    await answer
+    return _OK
 
 
 def _hook(
