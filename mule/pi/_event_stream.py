@@ -36,6 +36,7 @@ class AssistantMessageEventStream:
 
     __slots__ = (
         "_batches",
+        "_direct",
         "_done",
         "_queue",
         "_result",
@@ -52,6 +53,10 @@ class AssistantMessageEventStream:
         self._result_waiters: list[anyio.Event] = []
         self._source: AsyncIterator[AssistantMessageEvent] | None = None
         self._batches: AsyncIterator[Sequence[AssistantMessageEvent]] | None = None
+        # The source of single events while `next_batch` may read it straight through: set by
+        # `from_source`, dropped for good by anything that queues or ends (then the queue's
+        # path, which is the same events in the same order).
+        self._direct: AsyncIterator[AssistantMessageEvent] | None = None
 
     @classmethod
     def from_source(
@@ -59,7 +64,7 @@ class AssistantMessageEventStream:
     ) -> AssistantMessageEventStream:
         """Return a stream that pulls its events from `source` as the consumer iterates."""
         stream = cls()
-        stream._source = source
+        stream._source = stream._direct = source
         return stream
 
     @classmethod
@@ -84,6 +89,7 @@ class AssistantMessageEventStream:
         """Queue an event; ignored once finished. A terminal event finishes the stream."""
         if self._done:
             return
+        self._direct = None
         if type(event) is DoneEvent:
             self._finish(event.message)
         elif type(event) is ErrorEvent:
@@ -96,11 +102,13 @@ class AssistantMessageEventStream:
         if result is not None and self._result is None:
             self._result = result
         self._done = True
+        self._direct = None
         self._wake()
         self._wake_results()
 
     def _finish(self, result: AssistantMessage) -> None:
         self._done = True
+        self._direct = None
         if self._result is None:
             self._result = result
         self._wake_results()
@@ -142,8 +150,23 @@ class AssistantMessageEventStream:
         event before it when the terminal arrives. Mixing `next_batch` with `async for` is
         fine: both read the same events once.
         """
-        if not self._queue and not self._done:
-            # The pull forms' per-read paths: what `_pull` and `push` do, without the queue.
+        # The pull forms' per-read paths: what `_pull` and `push` do, without the queue.
+        source = self._direct
+        if source is not None:
+            try:
+                event = await source.__anext__()
+            except StopAsyncIteration:
+                self._exhausted()
+            else:  # (as `__anext__` takes it)
+                if self._direct is source:  # nothing was queued, nor the stream ended, meanwhile
+                    kind = type(event)
+                    if kind is DoneEvent:
+                        self._finish(event.message)  # type: ignore[union-attr]
+                    elif kind is ErrorEvent:
+                        self._finish(event.error)  # type: ignore[union-attr]
+                    return (event,)
+                self.push(event)
+        elif not self._queue and not self._done:
             batches = self._batches
             if batches is not None:
                 try:
@@ -159,22 +182,6 @@ class AssistantMessageEventStream:
                         else:
                             return tuple(batch)
                     for event in batch:
-                        self.push(event)
-            else:
-                source = self._source
-                if source is not None:
-                    try:
-                        event = await source.__anext__()
-                    except StopAsyncIteration:
-                        self._exhausted()
-                    else:  # (as `__anext__` takes it)
-                        if not (self._done or self._queue or self._waiter is not None):  # type: ignore[redundant-expr]
-                            kind = type(event)
-                            if kind is DoneEvent:
-                                self._finish(event.message)  # type: ignore[union-attr]
-                            elif kind is ErrorEvent:
-                                self._finish(event.error)  # type: ignore[union-attr]
-                            return (event,)
                         self.push(event)
         while True:
             if self._queue:
@@ -236,6 +243,7 @@ class AssistantMessageEventStream:
     async def aclose(self) -> None:
         """Stop the stream and release its source (an open HTTP response, say)."""
         self._done = True
+        self._direct = None
         await self._close_source()
         self._wake()
         self._wake_results()

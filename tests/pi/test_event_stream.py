@@ -444,7 +444,7 @@ async def read_queued(stream: AssistantMessageEventStream) -> AssistantMessageEv
 
 @given(ops=SOURCE_OPS)
 async def test_reading_the_source_directly_is_reading_anext(ops: list[SourceOp]) -> None:
-    """`__anext__` (its per-event path) gives what the full rules give: events, done, result.
+    """`__anext__` and `next_batch` give what the full rules give: events, done, result.
 
     The source may push into its own stream or end it while it is being awaited (the stream
     changed meanwhile), so the full rules must apply then too.
@@ -486,7 +486,23 @@ async def test_reading_the_source_directly_is_reading_anext(ops: list[SourceOp])
                 result = "incomplete"
         return seen, stream.done, result
 
-    assert await outcome(read_queued) == await outcome(lambda s: s.__anext__())
+    expected = await outcome(read_queued)
+    assert await outcome(lambda s: s.__anext__()) == expected
+    assert await outcome(batch_reader()) == expected
+
+
+def batch_reader() -> Callable[[AssistantMessageEventStream], Any]:
+    """Return a reader of one event at a time through `next_batch` (its per-read path)."""
+    pending: list[AssistantMessageEvent] = []
+
+    async def read(stream: AssistantMessageEventStream) -> AssistantMessageEvent:
+        if not pending:
+            pending.extend(await stream.next_batch())
+            if not pending:
+                raise StopAsyncIteration
+        return pending.pop(0)
+
+    return read
 
 
 # -- batches: `from_batches` and `next_batch` ---------------------------------------------------
