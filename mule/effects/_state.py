@@ -25,6 +25,7 @@ from mule.pi import (
     Model,
     RetryPolicy,
     StreamOptions,
+    SystemReplay,
     Tool,
     ToolCall,
     ToolResultMessage,
@@ -205,6 +206,9 @@ Phase: TypeAlias = (
 )
 
 
+NOTHING_REPLAYED = SystemReplay()  # (immutable: one shared start)
+
+
 @final
 @frozen
 class RunState:
@@ -226,6 +230,9 @@ class RunState:
     # 1 when the run opened `context` with the initial system message it made itself (not in
     # the input, so not in `all_messages`), else 0.
     lead: int = 0
+    # What `context`'s system messages declare, replayed up to `replay.seen` (advanced where a
+    # turn reads the tools or the prompt, so each message is replayed once per run).
+    replay: SystemReplay = NOTHING_REPLAYED
 
     __repr__ = fields_repr
 

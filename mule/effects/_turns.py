@@ -29,8 +29,6 @@ from mule.pi import (
     SystemMessage,
     ToolResultMessage,
     TranscriptContext,
-    get_current_system_prompt,
-    get_current_tools,
     get_tool_state_changes,
 )
 
@@ -75,8 +73,9 @@ def _declare_tool_changes(t: Txn, pending: Sequence[Message]) -> Sequence[Messag
             _with_changes(m, (), ()) if i == last else m  # type: ignore[arg-type]
             for i, m in enumerate(pending)
         ]
+    t.replay = t.replay.advance(t.context)
     added, removed = get_tool_state_changes(
-        get_current_tools((*t.context, *baseline)), t.cfg.descriptors or ()
+        t.replay.extend(baseline).tools, t.cfg.descriptors or ()
     )
     unchanged = not added and not removed
     if last >= 0:
@@ -187,6 +186,12 @@ def turn_ended(
         complete_run(t)
 
 
+def _prompt(t: Txn) -> str:
+    """Return the transcript's system prompt (replaying only the messages new since last time)."""
+    t.replay = t.replay.advance(t.context)
+    return t.replay.system_prompt
+
+
 def start_attempt(t: Txn, attempt: int) -> None:
     if t.cfg.has_key_hook:
         t.phase = ResolvingKey(attempt)
@@ -204,7 +209,7 @@ def call_model(t: Txn, attempt: int, key: str | None) -> None:
             run=cfg.run,
             turn=turn,
             attempt=attempt,
-            system_prompt=get_current_system_prompt(t.context),
+            system_prompt=_prompt(t),
         )
     )
     options = cfg.stream_options

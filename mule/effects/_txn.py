@@ -43,6 +43,7 @@ class Txn:
         "new",
         "next_id",
         "phase",
+        "replay",
         "state",
         "turn",
         "turns",
@@ -64,6 +65,7 @@ class Txn:
         self.usage = state.usage
         self.turns = state.turns
         self.limit = state.limit
+        self.replay = state.replay
         self.cmds: list[Command] = []
 
     def ident(self, kind: MuleIdentityKind, parent: MuleIdentity | None) -> MuleIdentity:
@@ -92,6 +94,7 @@ class Txn:
                 turns=self.turns,
                 limit=self.limit,
                 lead=self.state.lead,
+                replay=self.replay,
             ),
             tuple(self.cmds),
         )

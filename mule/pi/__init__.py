@@ -92,6 +92,7 @@ from mule.pi._retry import (
     retry_delay_ms,
 )
 from mule.pi._transcript import (
+    SystemReplay,
     TranscriptContext,
     collapse_context,
     create_initial_system_message,
@@ -201,6 +202,7 @@ __all__ = [
     "StopReason",
     "StreamOptions",
     "SystemMessage",
+    "SystemReplay",
     "TerminalEvent",
     "TextContent",
     "TextDeltaEvent",

@@ -61,17 +61,83 @@ def normalize_context(context: Context | TranscriptContext) -> TranscriptContext
     return TranscriptContext((initial, *context.messages))
 
 
+@final
+@frozen
+class SystemReplay:
+    """What a transcript's system messages declare so far: its tools and its prompt.
+
+    Pi replays the whole transcript for every model call; this replay can be continued, so a
+    run that only appends to its transcript reads each message once (`advance`), not once per
+    turn.
+
+    Attributes:
+        seen: How many messages of the transcript have been replayed.
+        tools: The tools declared so far, in declaration order.
+        parts: The non-empty texts of the system messages so far, in order.
+        sections: The named sections so far (name, text), in order of first patch.
+
+    """
+
+    seen: int = 0
+    tools: tuple[Tool, ...] = ()
+    parts: tuple[str, ...] = ()
+    sections: tuple[tuple[str, str], ...] = ()
+
+    __repr__ = fields_repr
+
+    def extend(self, messages: Sequence[Message]) -> SystemReplay:
+        """Return the replay after `messages` too (read as the ones after the `seen` first)."""
+        tools: dict[str, Tool] | None = None
+        parts: list[str] | None = None
+        sections: dict[str, str] | None = None
+        for m in messages:
+            if type(m) is not SystemMessage:
+                continue
+            if m.tools_removed or m.tools_added:
+                if tools is None:
+                    tools = {t.name: t for t in self.tools}
+                for ref in m.tools_removed or ():
+                    tools.pop(ref.name, None)
+                for tool in m.tools_added or ():
+                    tools[tool.name] = tool  # a redeclaration keeps its place, as a JS Map's
+            text = _text(m.content)
+            if text:
+                if parts is None:
+                    parts = list(self.parts)
+                parts.append(text)
+            if m.sections:
+                if sections is None:
+                    sections = dict(self.sections)
+                for name, value in m.sections.items():
+                    if value is None:
+                        sections.pop(name, None)
+                    else:
+                        sections[name] = value
+        if not messages:
+            return self
+        return SystemReplay(
+            self.seen + len(messages),
+            self.tools if tools is None else tuple(tools.values()),
+            self.parts if parts is None else tuple(parts),
+            self.sections if sections is None else tuple(sections.items()),
+        )
+
+    def advance(self, transcript: Sequence[Message]) -> SystemReplay:
+        """Return the replay of `transcript`, which extends the one replayed so far."""
+        if len(transcript) < self.seen:
+            raise ValueError("the transcript is shorter than what was replayed")
+        return self.extend(transcript[self.seen :])
+
+    @property
+    def system_prompt(self) -> str:
+        """The prompt text: the parts, then the sections, joined by blank lines."""
+        content = "\n\n".join(self.parts)
+        return "\n\n".join(p for p in (content, *(v for _, v in self.sections)) if p)
+
+
 def get_current_tools(messages: Sequence[Message]) -> tuple[Tool, ...]:
     """Return the tools after replaying every system message's removals and additions."""
-    tools: dict[str, Tool] = {}
-    for m in messages:
-        if type(m) is not SystemMessage:
-            continue
-        for ref in m.tools_removed or ():
-            tools.pop(ref.name, None)
-        for tool in m.tools_added or ():
-            tools[tool.name] = tool  # a redeclaration keeps the first position, as a JS Map does
-    return tuple(tools.values())
+    return SystemReplay().extend(messages).tools
 
 
 def _text(content: str | tuple[TextContent, ...]) -> str:
@@ -86,21 +152,7 @@ def get_current_system_prompt(messages: Sequence[Message]) -> str:
     Each message's text is appended to the base prompt, then the named sections (patched by
     name, `null` removing one) follow; non-empty parts are joined by a blank line.
     """
-    parts: list[str] = []
-    sections: dict[str, str] = {}
-    for m in messages:
-        if type(m) is not SystemMessage:
-            continue
-        text = _text(m.content)
-        if text:
-            parts.append(text)
-        for name, value in (m.sections or {}).items():
-            if value is None:
-                sections.pop(name, None)
-            else:
-                sections[name] = value
-    content = "\n\n".join(parts)
-    return "\n\n".join(p for p in (content, *sections.values()) if p)
+    return SystemReplay().extend(messages).system_prompt
 
 
 def without_system_messages(messages: Sequence[Message]) -> tuple[Message, ...]:
@@ -152,6 +204,7 @@ def get_tool_state_changes(
 
 
 __all__ = [
+    "SystemReplay",
     "TranscriptContext",
     "collapse_context",
     "create_initial_system_message",
