@@ -122,7 +122,7 @@ def start_batch(
     batch = ToolBatch(
         message=message,
         calls=calls,
-        ids=tuple(t.ident("tool_call", message_id) for _ in calls),
+        ids=tuple([t.ident("tool_call", message_id) for _ in calls]),
         todo=tuple(range(n)),
         sequential=_any_sequential(t, calls),
     )

@@ -234,7 +234,7 @@ def _attempt_settled(t: Txn, phase: Streaming, final: AssistantMessage) -> None:
         text = final.error_message or f"model response ended with stopReason {stop}"
         fail_run(t, MuleError("model", text, final))
         return
-    calls = tuple(b for b in final.content if type(b) is ToolCall)
+    calls = tuple([b for b in final.content if type(b) is ToolCall])  # (a list: no generator)
     if calls and stop == "length":
         fail_truncated_calls(t, final, mid, calls)
     elif calls:
