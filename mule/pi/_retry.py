@@ -247,8 +247,8 @@ def retry_delay_ms(policy: RetryPolicy, retry_number: int) -> float:
 
     The cap is `policy.max_agent_delay_ms` (60 s by default, as Pi's `maxAgentDelayMs`).
 
-    >>> [retry_delay_ms(PI_CODING_AGENT_RETRY_DEFAULTS, k) for k in (3, 6, 40)]
-    [8000.0, 60000.0, 60000.0]
+    >>> tuple(retry_delay_ms(PI_CODING_AGENT_RETRY_DEFAULTS, k) for k in (3, 6, 40))
+    (8000.0, 60000.0, 60000.0)
     """
     if retry_number < 1:
         raise ValueError(f"retry numbers start at 1, got {retry_number}")
