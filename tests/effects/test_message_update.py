@@ -6,26 +6,15 @@ import attrs
 import pytest
 
 from mule.effects import MessageUpdate, MuleIdentity
-from mule.pi import ZERO_USAGE, AssistantMessage, TextDeltaEvent
-
-
-def _message() -> AssistantMessage:
-    return AssistantMessage(
-        content=(),
-        api="a",
-        provider="p",
-        model="m",
-        usage=ZERO_USAGE,
-        stop_reason="stop",
-        timestamp=1,
-    )
+from mule.pi import TextDeltaEvent
+from tests.effects.kit import assistant
 
 
 def test_sets_exactly_the_fields() -> None:
     run = MuleIdentity(kind="run", value="run:0")
     turn = MuleIdentity(kind="turn", value="turn:1", parent=run)
     mid = MuleIdentity(kind="message", value="message:2", parent=turn)
-    message = _message()
+    message = assistant()
     event = TextDeltaEvent(0, "d", message)
     by_position = MessageUpdate(run, turn, mid, message, event)
     by_keyword = MessageUpdate(run=run, turn=turn, message=mid, value=message, event=event)
