@@ -87,6 +87,8 @@ class SystemReplay:
 
     def extend(self, messages: Sequence[Message]) -> SystemReplay:
         """Return the replay after `messages` too (read as the ones after the `seen` first)."""
+        if not messages:
+            return self
         tools: dict[str, Tool] | None = None
         parts: list[str] | None = None
         sections: dict[str, str] | None = None
@@ -113,8 +115,6 @@ class SystemReplay:
                         sections.pop(name, None)
                     else:
                         sections[name] = value
-        if not messages:
-            return self
         return SystemReplay(
             self.seen + len(messages),
             self.tools if tools is None else tuple(tools.values()),
