@@ -223,6 +223,7 @@ class Interpreter:
         try:
             fact: Fact | None = Began(now_ms())
             ticks = 0
+            timed_pull = False
             while True:
                 state, commands = step(state, fact)  # type: ignore[arg-type]
                 self.state = state
@@ -258,9 +259,9 @@ class Interpreter:
                             fact = ListenerFailed(res.failure())
                             break
                     elif kind is PullModel:
-                        if self.deadline is not None:  # a timed pull
-                            fact = await self._pull_model()
-                            continue
+                        if self.deadline is not None:  # a timed pull: below, the step let go
+                            timed_pull = True
+                            break
                         stream = self.stream
                         assert stream is not None
                         pull = stream.next_batch
@@ -302,12 +303,21 @@ class Interpreter:
                                 if type(res) is not Success and isinstance(res, Failure):
                                     fact = ListenerFailed(res.failure())
                                     break
+                            # This read's objects die here, not after the next read: held
+                            # across its await, 10,000 runs' deltas would each reach the
+                            # collector's oldest generation.
+                            batch = updates = update = res = None  # type: ignore[assignment]
                     elif kind is Finish:
                         return cmd  # type: ignore[return-value]
                     else:
                         fact = await self._perform(cmd)  # type: ignore[arg-type]  # the rest
                 if fact is None:
-                    fact = await self.inbox.receive()
+                    if timed_pull:
+                        timed_pull = False
+                        commands = cmd = None  # type: ignore[assignment]  # (its updates)
+                        fact = await self._pull_model()
+                    else:
+                        fact = await self.inbox.receive()
                 if (fired or (timed and signal.aborted)) and not self.ended:
                     return None
         finally:
