@@ -490,6 +490,7 @@ async def _drive(
                 if events:
                     batch, events = events, []
                     yield batch
+                    del batch  # handed on: not held while the next read waits
             if signal is not None and signal.aborted:
                 raise StreamAborted
             events += parser.finish()  # the last read's events and the finish: one batch

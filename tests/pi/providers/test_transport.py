@@ -7,8 +7,10 @@ transport reads it, `mule.pi.providers._transport.MAX_EVENT_CHARS`.
 from __future__ import annotations
 
 import json
+import weakref
 from typing import Any
 
+import anyio
 import pytest
 
 from mule.pi import (
@@ -20,7 +22,7 @@ from mule.pi import (
 )
 from mule.pi.providers import HttpRequest, StreamParser, _transport, provider_stream
 from mule.pi.providers._parser import decode_object
-from mule.testing.fake_anthropic import Reply, serve_script
+from mule.testing.fake_anthropic import Pause, Reply, serve_script
 
 pytestmark = pytest.mark.anyio
 
@@ -147,3 +149,38 @@ async def test_one_network_read_is_one_batch() -> None:
         "text_end",
         "done",
     ]
+
+
+async def test_a_reads_events_are_let_go_while_the_next_read_waits() -> None:
+    """A batch handed on is not held by the transport while it waits for the next read.
+
+    (Held, each read's events of many runs in flight would outlive the collector's young
+    generations.) The read of "a" and "b" is taken, its events watched by weak references;
+    while the next read waits out the server's pause, none of them may be alive.
+    """
+    lines = b"".join(_lines({"text": "a"}, {"text": "b"}))
+    body = (lines, Pause(600), *_lines({"done": 1}))
+    reply = Reply(200, (("content-type", "application/x-ndjson"),), body)
+    async with serve_script(reply) as server:
+        request = HttpRequest(server.url + "/toy", {}, {"q": 1})
+        stream = provider_stream(
+            MODEL, StreamOptions(max_retries=0), ToyParser(MODEL), lambda: request, framing="ndjson"
+        )
+        refs: list[weakref.ref[AssistantMessageEvent]] = []
+        while not refs:
+            batch = await stream.next_batch()
+            if any(e.type == "text_delta" for e in batch):
+                refs = [weakref.ref(e) for e in batch]
+            del batch
+        rest: list[str] = []
+
+        async def read_on() -> None:
+            while batch := await stream.next_batch():
+                rest.extend(e.type for e in batch)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(read_on)
+            await anyio.sleep(0.2)  # the next read is waiting out the pause
+            alive = [e.type for r in refs if (e := r()) is not None]
+    assert alive == []
+    assert rest == ["text_end", "done"]  # (the pause was still on when they were checked)
