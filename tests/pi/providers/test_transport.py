@@ -22,7 +22,7 @@ from mule.pi import (
 )
 from mule.pi.providers import HttpRequest, StreamParser, _transport, provider_stream
 from mule.pi.providers._parser import decode_object
-from mule.testing.fake_anthropic import Pause, Reply, serve_script
+from mule.testing.fake_anthropic import Pause, Reply, Step, serve_script
 
 pytestmark = pytest.mark.anyio
 
@@ -159,7 +159,7 @@ async def test_a_reads_events_are_let_go_while_the_next_read_waits() -> None:
     while the next read waits out the server's pause, none of them may be alive.
     """
     lines = b"".join(_lines({"text": "a"}, {"text": "b"}))
-    body = (lines, Pause(600), *_lines({"done": 1}))
+    body: tuple[Step, ...] = (lines, Pause(600), *_lines({"done": 1}))
     reply = Reply(200, (("content-type", "application/x-ndjson"),), body)
     async with serve_script(reply) as server:
         request = HttpRequest(server.url + "/toy", {}, {"q": 1})
