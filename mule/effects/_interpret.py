@@ -206,6 +206,9 @@ class Interpreter:
         signal = self.signal
         run = self.cfg.run
         timed = signal.deadline is not None  # a timeout signal aborts by the clock
+        # A coroutine function's answer is always awaited: known once here, where any other
+        # port's answer is asked per event whether it is a `Result` already.
+        awaits = inspect.iscoroutinefunction(listener)
         # The signal's abort, as a local: read once per streamed delta, and a local is
         # cheaper than the signal's property (listeners run inside `abort()`, so it is as
         # current as `signal.fired`; a due timeout is still read from `signal.aborted`).
@@ -244,7 +247,7 @@ class Interpreter:
                             continue
                         try:
                             res = listener(cmd, signal)  # type: ignore[arg-type]
-                            if type(res) is not Success and type(res) is not Failure:
+                            if awaits or (type(res) is not Success and type(res) is not Failure):
                                 res = await res  # type: ignore[misc]  # an async port answers later
                         except Exception as exc:  # a Result listener that raised anyway
                             res = Failure(error_from("listener", "the listener raised", exc))
@@ -290,7 +293,9 @@ class Interpreter:
                                     continue
                                 try:
                                     res = listener(update, signal)
-                                    if type(res) is not Success and type(res) is not Failure:
+                                    if awaits or (
+                                        type(res) is not Success and type(res) is not Failure
+                                    ):
                                         res = await res  # type: ignore[misc]
                                 except Exception as exc:  # a Result listener that raised anyway
                                     res = Failure(
