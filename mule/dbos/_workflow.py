@@ -217,6 +217,7 @@ class _Durable:
                             return
                         break  # another execution's attempt was recorded first: it stands
                     yield batch
+                    del batch, event  # handed on: not held while the next read waits
             finally:
                 await _aclose(stream)
             if value is None:
