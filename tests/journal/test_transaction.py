@@ -43,39 +43,30 @@ def _events(db: sqlite3.Connection) -> list[tuple[str, int]]:
     return db.execute("SELECT run, n FROM events ORDER BY n").fetchall()
 
 
-def test_a_transaction_sqlite_rolled_back_itself_raises_its_own_error(
-    db: sqlite3.Connection,
+@pytest.mark.parametrize(
+    ("statement", "error"),
+    [
+        # OR ROLLBACK: SQLite ends the transaction itself before the error reaches the body.
+        pytest.param("INSERT OR ROLLBACK INTO runs VALUES ('r1')", "UNIQUE", id="rolled-back"),
+        # A deferred foreign key is checked at COMMIT, which fails and leaves it open.
+        pytest.param("INSERT INTO events VALUES ('nobody', 2)", "FOREIGN KEY", id="at-commit"),
+    ],
+)
+def test_a_transaction_sqlite_failed_raises_sqlites_error_and_leaves_nothing_open(
+    db: sqlite3.Connection, statement: str, error: str
 ) -> None:
     lock = threading.Lock()
 
     def write() -> None:
         with _Tx(db, lock) as tx:
             tx.execute("INSERT INTO events VALUES ('r1', 1)")
-            # OR ROLLBACK: SQLite ends the transaction before the error reaches the body.
-            tx.execute("INSERT OR ROLLBACK INTO runs VALUES ('r1')")
+            tx.execute(statement)
 
-    with pytest.raises(sqlite3.IntegrityError, match="UNIQUE"):
+    with pytest.raises(sqlite3.IntegrityError, match=error):
         write()
     assert not db.in_transaction
     assert _events(db) == []
     assert lock.acquire(blocking=False)  # released
-
-
-def test_a_failed_commit_is_rolled_back_and_raises_its_own_error(
-    db: sqlite3.Connection,
-) -> None:
-    lock = threading.Lock()
-
-    def write() -> None:
-        with _Tx(db, lock) as tx:
-            tx.execute("INSERT INTO events VALUES ('r1', 1)")
-            tx.execute("INSERT INTO events VALUES ('nobody', 2)")  # checked at COMMIT
-
-    with pytest.raises(sqlite3.IntegrityError, match="FOREIGN KEY"):
-        write()
-    assert not db.in_transaction  # the failed COMMIT left it open; the rule closed it
-    assert _events(db) == []
-    assert lock.acquire(blocking=False)
 
 
 def test_a_failing_body_is_rolled_back_and_its_error_raised(db: sqlite3.Connection) -> None:
